@@ -1,0 +1,197 @@
+// Package broker owns callgate's RabbitMQ side: one self-healing connection
+// per process, the topology (exchanges and queues, re-declared on every
+// connect), and the announcer that tells the workers a callback is waiting.
+//
+// amqp091-go's own recovery gives up after a few tries and reuses channel
+// objects across reconnects, which makes a stale delivery tag ack the wrong
+// message. This package instead redials forever with backoff and hands out
+// fresh channels after each reconnect; a delivery always acks on the channel
+// that delivered it, so an ack after a reconnect fails instead of hitting a
+// different message. Publishing to downstream systems lives in
+// internal/downstream; consuming in the worker.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// ErrNotConnected is returned when the broker is currently unreachable.
+var ErrNotConnected = errors.New("broker not connected")
+
+// ConnectionConfig configures a Connection.
+type ConnectionConfig struct {
+	URL string
+	// Name shows in RabbitMQ's management UI (connection_name).
+	Name string
+	// ReconnectMin and ReconnectMax bound the redial backoff (x1.5 per try).
+	ReconnectMin time.Duration
+	ReconnectMax time.Duration
+	// Setup runs on a fresh channel after every (re)connect, to declare the
+	// topology. A failure closes the connection and retries.
+	Setup func(ch *amqp.Channel) error
+	// OnReconnect is called after every successful connect but the first.
+	OnReconnect func()
+}
+
+// Connection keeps one AMQP connection alive, redialing with backoff
+// forever until its Run context ends.
+type Connection struct {
+	cfg        ConnectionConfig
+	log        *slog.Logger
+	mu         sync.Mutex
+	conn       *amqp.Connection
+	ready      chan struct{} // closed while conn is usable
+	connects   atomic.Int64
+	lastErrMsg atomic.Value // string
+}
+
+// NewConnection returns a Connection; call Run to connect.
+func NewConnection(cfg ConnectionConfig, log *slog.Logger) *Connection {
+	if cfg.ReconnectMin <= 0 {
+		cfg.ReconnectMin = 500 * time.Millisecond
+	}
+	if cfg.ReconnectMax < cfg.ReconnectMin {
+		cfg.ReconnectMax = 30 * time.Second
+	}
+	c := &Connection{cfg: cfg, log: log, ready: make(chan struct{})}
+	c.lastErrMsg.Store("not connected yet")
+	return c
+}
+
+// Run dials and keeps the connection up until ctx ends, then closes it.
+func (c *Connection) Run(ctx context.Context) {
+	delay := c.cfg.ReconnectMin
+	for {
+		conn, err := c.dial()
+		if err != nil {
+			c.lastErrMsg.Store(err.Error())
+			c.log.Warn("broker: connect failed, retrying", "error", err, "retry_in", delay.String())
+			if !sleep(ctx, jitter(delay)) {
+				return
+			}
+			delay = min(time.Duration(float64(delay)*1.5), c.cfg.ReconnectMax)
+			continue
+		}
+		delay = c.cfg.ReconnectMin
+		closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+		n := c.connects.Add(1)
+		c.mu.Lock()
+		c.conn = conn
+		close(c.ready)
+		c.mu.Unlock()
+		if n > 1 {
+			c.log.Info("broker: reconnected", "connects", n)
+			if c.cfg.OnReconnect != nil {
+				c.cfg.OnReconnect()
+			}
+		} else {
+			c.log.Info("broker: connected")
+		}
+
+		select {
+		case <-ctx.Done():
+			c.down("shutting down")
+			_ = conn.Close()
+			return
+		case amqpErr := <-closed:
+			reason := "connection closed"
+			if amqpErr != nil {
+				reason = amqpErr.Error()
+			}
+			c.down(reason)
+			c.log.Warn("broker: connection lost, reconnecting", "reason", reason)
+		}
+	}
+}
+
+func (c *Connection) dial() (*amqp.Connection, error) {
+	props := amqp.NewConnectionProperties()
+	props.SetClientConnectionName(c.cfg.Name)
+	conn, err := amqp.DialConfig(c.cfg.URL, amqp.Config{
+		Heartbeat:  10 * time.Second,
+		Properties: props,
+		Dial:       amqp.DefaultDial(5 * time.Second),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error dialing broker: %w", err)
+	}
+	if c.cfg.Setup != nil {
+		ch, err := conn.Channel()
+		if err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("error opening setup channel: %w", err)
+		}
+		if err := c.cfg.Setup(ch); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("error declaring topology: %w", err)
+		}
+		_ = ch.Close()
+	}
+	return conn, nil
+}
+
+func (c *Connection) down(reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastErrMsg.Store(reason)
+	if c.conn != nil {
+		c.conn = nil
+		c.ready = make(chan struct{})
+	}
+}
+
+// Current returns the live connection, or ErrNotConnected.
+func (c *Connection) Current() (*amqp.Connection, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == nil || c.conn.IsClosed() {
+		return nil, fmt.Errorf("%w: %s", ErrNotConnected, c.lastErrMsg.Load())
+	}
+	return c.conn, nil
+}
+
+// Wait blocks until a connection is up or ctx ends.
+func (c *Connection) Wait(ctx context.Context) (*amqp.Connection, error) {
+	for {
+		c.mu.Lock()
+		conn, ready := c.conn, c.ready
+		c.mu.Unlock()
+		if conn != nil && !conn.IsClosed() {
+			return conn, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-ready:
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Connects counts successful connects (1 = never reconnected).
+func (c *Connection) Connects() int64 { return c.connects.Load() }
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// jitter spreads d by +-20% so a fleet does not redial in lockstep.
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}

@@ -1,0 +1,55 @@
+// Package callback defines what a callback is once it has been accepted: the
+// callback_log row, its statuses, and how its event id and business key are
+// found in a platform's payload. The worker's handler contract lives here too.
+//
+// It does not verify signatures (internal/signature), talk to MySQL
+// (internal/store) or to RabbitMQ (internal/broker).
+package callback
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is where a callback stands.
+type Status string
+
+// The statuses of callback_log.status. PENDING is the only non-terminal one:
+// a PENDING row is waiting for (another) attempt at next_attempt_at.
+const (
+	StatusPending Status = "PENDING"
+	StatusSuccess Status = "SUCCESS"
+	StatusFailed  Status = "FAILED"
+)
+
+// Terminal reports whether no worker will touch the callback again (short of
+// an operator's replay).
+func (s Status) Terminal() bool { return s == StatusSuccess || s == StatusFailed }
+
+// Log is one callback_log row.
+type Log struct {
+	ID            int64           `gorm:"column:id;primaryKey;autoIncrement"`
+	Source        string          `gorm:"column:source"`
+	Kind          string          `gorm:"column:kind"`
+	EventID       string          `gorm:"column:event_id"`
+	BusinessKey   string          `gorm:"column:business_key"`
+	Status        Status          `gorm:"column:status"`
+	Attempts      int             `gorm:"column:attempts"`
+	LastError     *string         `gorm:"column:last_error"`
+	Payload       []byte          `gorm:"column:payload"`
+	Headers       json.RawMessage `gorm:"column:headers"`
+	TraceID       string          `gorm:"column:trace_id"`
+	ReceivedAt    time.Time       `gorm:"column:received_at"`
+	ProcessedAt   *time.Time      `gorm:"column:processed_at"`
+	NextAttemptAt *time.Time      `gorm:"column:next_attempt_at"`
+}
+
+// TableName tells gorm the table.
+func (Log) TableName() string { return "callback_log" }
+
+// Limits of the columns, checked at intake so that an over-long value is a
+// clear 400 rather than a truncation or a database error.
+const (
+	MaxEventIDLen     = 191
+	MaxBusinessKeyLen = 191
+)

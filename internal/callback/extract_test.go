@@ -1,0 +1,90 @@
+package callback_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"callgate/internal/callback"
+)
+
+func TestExtract(t *testing.T) {
+	t.Parallel()
+	pay := callback.NewExtractor([]string{"paymentNo"}, ":", "orderCode", false)
+	ship := callback.NewExtractor([]string{"waybillNo", "seq"}, ":", "waybillNo", false)
+	nested := callback.NewExtractor([]string{"data.id"}, ":", "data.order.code", false)
+	ignore := callback.NewExtractor([]string{"paymentNo"}, ":", "orderCode", true)
+
+	cases := []struct {
+		name      string
+		ex        callback.Extractor
+		body      string
+		schemeID  string
+		wantEvent string
+		wantKey   string
+		wantErr   string
+	}{
+		{"payment", pay, `{"orderCode":"O1","paymentNo":"P1","amount":5}`, "", "P1", "O1", ""},
+		{"scheme id wins", pay, `{"orderCode":"O1","paymentNo":"P1"}`, "msg_1", "msg_1", "O1", ""},
+		{"ignore scheme id", ignore, `{"orderCode":"O1","paymentNo":"P1"}`, "msg_1", "P1", "O1", ""},
+		{"composite with integer", ship, `{"waybillNo":"WB","seq":12}`, "", "WB:12", "WB", ""},
+		{"nested paths", nested, `{"data":{"id":"E","order":{"code":"C"}}}`, "", "E", "C", ""},
+		{"leading whitespace", pay, "  \n{\"orderCode\":\"O\",\"paymentNo\":\"P\"}", "", "P", "O", ""},
+		{"not json", pay, `hello`, "", "", "", "not a valid JSON object"},
+		{"empty body", pay, ``, "", "", "", "not a valid JSON object"},
+		{"array", pay, `[{"orderCode":"O"}]`, "", "", "", "not a valid JSON object"},
+		{"trailing garbage", pay, `{"orderCode":"O","paymentNo":"P"} x`, "", "", "", "not a valid JSON object"},
+		{"missing key", pay, `{"paymentNo":"P"}`, "", "", "", `field "orderCode" is missing`},
+		{"null key", pay, `{"orderCode":null,"paymentNo":"P"}`, "", "", "", `field "orderCode" is missing`},
+		{"blank key", pay, `{"orderCode":"  ","paymentNo":"P"}`, "", "", "", `field "orderCode" is empty`},
+		{"float id", ship, `{"waybillNo":"WB","seq":1.5}`, "", "", "", `field "seq" must be a string or an integer`},
+		{"bool key", pay, `{"orderCode":true}`, "", "", "", `field "orderCode" must be a string or an integer`},
+		{"missing event field", ship, `{"waybillNo":"WB"}`, "", "", "", `field "seq" is missing`},
+		{"nested missing", nested, `{"data":"x"}`, "", "", "", `field "data.order.code" is missing`},
+		{"key too long", pay, `{"orderCode":"` + strings.Repeat("k", 192) + `","paymentNo":"P"}`, "", "", "", "longer than 191"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ev, key, err := tc.ex.Extract([]byte(tc.body), tc.schemeID)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.wantEvent, ev)
+			require.Equal(t, tc.wantKey, key)
+		})
+	}
+}
+
+func FuzzExtract(f *testing.F) {
+	f.Add([]byte(`{"orderCode":"O1","paymentNo":"P1","amount":5}`), "")
+	f.Add([]byte(`{"waybillNo":"WB","seq":12,"data":{"id":1}}`), "msg")
+	f.Add([]byte(`{"orderCode":{"x":[1,2,{"y":null}]}}`), "")
+	f.Add([]byte(`{"orderCode":"\ud800"}`), "")
+	f.Add([]byte(`{`), "")
+	ex := callback.NewExtractor([]string{"waybillNo", "data.id"}, ":", "orderCode", false)
+	f.Fuzz(func(t *testing.T, body []byte, schemeID string) {
+		ev, key, err := ex.Extract(body, schemeID)
+		if err != nil {
+			return
+		}
+		require.NotEmpty(t, key)
+		require.NotEmpty(t, ev)
+		require.LessOrEqual(t, len(ev), callback.MaxEventIDLen)
+		require.LessOrEqual(t, len(key), callback.MaxBusinessKeyLen)
+	})
+}
+
+func BenchmarkExtract(b *testing.B) {
+	ex := callback.NewExtractor([]string{"paymentNo"}, ":", "orderCode", false)
+	body := []byte(`{"orderCode":"ORD-000123","paymentNo":"PAY-000123","amount":1999,"status":"SUCCESS","paidAt":"2026-11-30T12:00:00Z","meta":"` + strings.Repeat("x", 900) + `"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := ex.Extract(body, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,585 @@
+// Package config loads callgate's one YAML file, expands ${VAR} references
+// from the environment, applies the CALLGATE_* environment overrides, fills
+// defaults and validates the result, reporting every bad field at once.
+//
+// It owns the shape of the file and its defaults. It does not build anything
+// from it: each component turns its part of the Config into a working object.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/v2"
+
+	"callgate/internal/signature"
+)
+
+// DefaultPath is the file read when neither -config nor CALLGATE_CONFIG names one.
+const DefaultPath = "configs/callgate.yaml"
+
+// EnvConfigPath names the environment variable that chooses the config file.
+const EnvConfigPath = "CALLGATE_CONFIG"
+
+// envOverrides maps the public environment variables onto config keys. They
+// win over the file.
+var envOverrides = []struct{ env, key string }{
+	{"CALLGATE_MYSQL_DSN", "mysql.dsn"},
+	{"CALLGATE_AMQP_URL", "amqp.url"},
+	{"CALLGATE_AMQP_PREFIX", "amqp.prefix"},
+	{"CALLGATE_HTTP_ADDR", "http.addr"},
+	{"CALLGATE_ADMIN_TOKEN", "admin.token"},
+}
+
+// Config is the whole file.
+type Config struct {
+	HTTP    HTTP     `koanf:"http"`
+	MySQL   MySQL    `koanf:"mysql"`
+	AMQP    AMQP     `koanf:"amqp"`
+	Admin   Admin    `koanf:"admin"`
+	Log     Log      `koanf:"log"`
+	Worker  Worker   `koanf:"worker"`
+	Sources []Source `koanf:"sources"`
+}
+
+// HTTP configures the gateway's listener.
+type HTTP struct {
+	// Addr is the listen address. Default ":8080"; env CALLGATE_HTTP_ADDR.
+	Addr string `koanf:"addr"`
+	// ShutdownTimeout bounds how long in-flight requests may finish after
+	// SIGTERM. Default 10s.
+	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+}
+
+// MySQL configures the database pool.
+type MySQL struct {
+	// DSN in go-sql-driver form. Env CALLGATE_MYSQL_DSN. parseTime, UTC and
+	// interpolateParams are forced on by the store.
+	DSN string `koanf:"dsn"`
+	// MaxOpenConns caps the pool. Default 64.
+	MaxOpenConns int `koanf:"max_open_conns"`
+	// MaxIdleConns keeps warm connections. Default 64.
+	MaxIdleConns int `koanf:"max_idle_conns"`
+	// ConnMaxLifetime recycles connections. Default 30m.
+	ConnMaxLifetime time.Duration `koanf:"conn_max_lifetime"`
+	// DialTimeout bounds connecting, so a dead server answers fast. Default 1s.
+	DialTimeout time.Duration `koanf:"dial_timeout"`
+	// IntakeTimeout bounds the intake's INSERT; past it the platform gets a
+	// 503 and retries. Default 2s.
+	IntakeTimeout time.Duration `koanf:"intake_timeout"`
+}
+
+// AMQP configures the RabbitMQ connection and topology.
+type AMQP struct {
+	// URL of the broker. Env CALLGATE_AMQP_URL.
+	URL string `koanf:"url"`
+	// Prefix of every exchange and queue name. Default "callgate"; env
+	// CALLGATE_AMQP_PREFIX.
+	Prefix string `koanf:"prefix"`
+	// QueueType is "classic" (default) or "quorum" (for a RabbitMQ cluster).
+	QueueType string `koanf:"queue_type"`
+	// AnnounceBuffer is how many announcements may wait for the broker
+	// before the intake stops queueing them (the rows stay PENDING and the
+	// compensation job announces them). Default 10000.
+	AnnounceBuffer int `koanf:"announce_buffer"`
+	// ConfirmWindow is how many publishes may await their confirm at once.
+	// Default 256.
+	ConfirmWindow int `koanf:"confirm_window"`
+	// ReconnectMin and ReconnectMax bound the redial backoff. Defaults 500ms, 30s.
+	ReconnectMin time.Duration `koanf:"reconnect_min"`
+	ReconnectMax time.Duration `koanf:"reconnect_max"`
+}
+
+// Admin configures the operator surface.
+type Admin struct {
+	// Token is "name:secret[,name:secret...]" or a bare secret. Empty: the
+	// admin surface is off. Env CALLGATE_ADMIN_TOKEN.
+	Token string `koanf:"token"`
+}
+
+// Log configures log/slog.
+type Log struct {
+	// Level is debug, info (default), warn or error.
+	Level string `koanf:"level"`
+	// Format is json (default) or text.
+	Format string `koanf:"format"`
+}
+
+// Worker configures the worker process.
+type Worker struct {
+	// ID names this worker in callback_attempt rows. Default: hostname-pid.
+	ID string `koanf:"id"`
+	// Kinds holds per-kind consumer settings, keyed by kind.
+	Kinds map[string]KindWorker `koanf:"kinds"`
+}
+
+// KindWorker is one kind's consumer settings.
+type KindWorker struct {
+	// Concurrency is how many callbacks of this kind run at once. Default 8.
+	Concurrency int `koanf:"concurrency"`
+	// Prefetch bounds unacked deliveries. Default 2 x Concurrency.
+	Prefetch int `koanf:"prefetch"`
+}
+
+// Source is one platform that calls us.
+type Source struct {
+	// Name is the :source path segment. Required, unique.
+	Name string `koanf:"name"`
+	// Kind selects the worker handler and queue: payment or logistics.
+	Kind string `koanf:"kind"`
+	// Signature says how requests are verified.
+	Signature Signature `koanf:"signature"`
+	// EventID says where the idempotency key comes from.
+	EventID EventID `koanf:"event_id"`
+	// BusinessKey is the JSON field (dot path) holding the business key.
+	BusinessKey string `koanf:"business_key"`
+	// MaxBodyBytes caps the body. Default 1 MiB.
+	MaxBodyBytes int64 `koanf:"max_body_bytes"`
+	// Response is what a platform gets on success.
+	Response Response `koanf:"response"`
+	// Retry drives the worker's backoff for this source.
+	Retry Retry `koanf:"retry"`
+}
+
+// Signature is a source's verification scheme and its options.
+type Signature struct {
+	// Scheme is standard-webhooks, hmac-sha256, stripe or none.
+	Scheme string `koanf:"scheme"`
+	// Secrets are tried in order; several allow rotation.
+	Secrets []string `koanf:"secrets"`
+	// Header holds the signature (hmac-sha256: default X-Signature; stripe:
+	// default Stripe-Signature).
+	Header string `koanf:"header"`
+	// Encoding is hex (default) or base64 (hmac-sha256).
+	Encoding string `koanf:"encoding"`
+	// Prefix is stripped from the header value, e.g. "sha256=" (hmac-sha256).
+	Prefix string `koanf:"prefix"`
+	// Tolerance is the accepted clock difference (standard-webhooks, stripe).
+	// Default 5m (applied by internal/signature).
+	Tolerance time.Duration `koanf:"tolerance"`
+	// AllowUnsigned must be true for scheme none.
+	AllowUnsigned bool `koanf:"allow_unsigned"`
+}
+
+// EventID says how to find a callback's idempotency key.
+type EventID struct {
+	// Fields are JSON fields (dot paths) whose values, joined by Separator,
+	// form the event id when the scheme provides none.
+	Fields []string `koanf:"fields"`
+	// Separator joins Fields. Default ":".
+	Separator string `koanf:"separator"`
+	// IgnoreScheme uses Fields even when the scheme carries an id (such as
+	// Standard Webhooks' webhook-id). Default false.
+	IgnoreScheme bool `koanf:"ignore_scheme"`
+}
+
+// Response is the success answer a platform expects.
+type Response struct {
+	// ContentType of Body. Default application/json.
+	ContentType string `koanf:"content_type"`
+	// Body is a Go text/template with .LogID, .Duplicate, .EventID. Empty:
+	// {"status":"accepted","log_id":N,"duplicate":false}.
+	Body string `koanf:"body"`
+}
+
+// Retry is a source's retry policy.
+type Retry struct {
+	// MaxAttempts before FAILED. Default 8.
+	MaxAttempts int `koanf:"max_attempts"`
+	// Initial delay before the second attempt. Default 5s.
+	Initial time.Duration `koanf:"initial"`
+	// Max caps the delay. Default 10m.
+	Max time.Duration `koanf:"max"`
+}
+
+// Defaults.
+const (
+	HTTPAddrDefault          = ":8080"
+	ShutdownTimeoutDefault   = 10 * time.Second
+	MaxOpenConnsDefault      = 64
+	ConnMaxLifetimeDefault   = 30 * time.Minute
+	DialTimeoutDefault       = time.Second
+	IntakeTimeoutDefault     = 2 * time.Second
+	PrefixDefault            = "callgate"
+	QueueTypeClassic         = "classic"
+	QueueTypeQuorum          = "quorum"
+	AnnounceBufferDefault    = 10000
+	ConfirmWindowDefault     = 256
+	ReconnectMinDefault      = 500 * time.Millisecond
+	ReconnectMaxDefault      = 30 * time.Second
+	MaxBodyBytesDefault      = 1 << 20
+	SeparatorDefault         = ":"
+	ContentTypeDefault       = "application/json"
+	RetryMaxAttemptsDefault  = 8
+	RetryInitialDefault      = 5 * time.Second
+	RetryMaxDefault          = 10 * time.Minute
+	KindConcurrencyDefault   = 8
+	DefaultAMQPURL           = "amqp://guest:guest@127.0.0.1:5672/"
+	DefaultMySQLDSN          = "root:@tcp(127.0.0.1:3306)/callgate"
+	LogLevelDefault          = "info"
+	LogFormatDefault         = "json"
+	schemeStandardWebhooks   = "standard-webhooks"
+	maxSourceNameLen         = 64
+	maxExpandedConfigDepth   = 32
+	prefixAllowedPunctuation = "-_."
+)
+
+// Load reads the file at path, expands ${VAR} and ${VAR:-default} in its
+// string values, applies the environment overrides, fills defaults and
+// validates. kinds lists the callback kinds this build knows.
+func Load(path string, kinds []string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("error reading config file: %w", err)
+	}
+	return Parse(raw, kinds)
+}
+
+// Parse is Load for bytes already read.
+func Parse(raw []byte, kinds []string) (*Config, error) {
+	tree, err := yaml.Parser().Unmarshal(raw)
+	if err != nil {
+		return nil, fmt.Errorf("error parsing config YAML: %w", err)
+	}
+	expandTree(tree, 0)
+
+	k := koanf.New(".")
+	if err := k.Load(confmap.Provider(tree, ""), nil); err != nil {
+		return nil, fmt.Errorf("error loading config: %w", err)
+	}
+	for _, o := range envOverrides {
+		if v, ok := os.LookupEnv(o.env); ok && v != "" {
+			if err := k.Set(o.key, v); err != nil {
+				return nil, fmt.Errorf("error applying %s: %w", o.env, err)
+			}
+		}
+	}
+
+	var cfg Config
+	err = k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{
+		DecoderConfig: &mapstructure.DecoderConfig{
+			DecodeHook:       mapstructure.StringToTimeDurationHookFunc(),
+			ErrorUnused:      true,
+			WeaklyTypedInput: true,
+			TagName:          "koanf",
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("invalid config: %w", err)
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(kinds); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// PathFromEnv returns CALLGATE_CONFIG, or DefaultPath.
+func PathFromEnv() string {
+	if p := os.Getenv(EnvConfigPath); p != "" {
+		return p
+	}
+	return DefaultPath
+}
+
+// expandTree replaces ${VAR} and ${VAR:-default} in every string of a parsed
+// YAML tree. Expanding after parsing means a secret holding YAML syntax
+// cannot change the file's structure.
+func expandTree(v any, depth int) any {
+	if depth > maxExpandedConfigDepth {
+		return v
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = expandTree(e, depth+1)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = expandTree(e, depth+1)
+		}
+	case string:
+		return Expand(t)
+	}
+	return v
+}
+
+// Expand substitutes ${VAR} and ${VAR:-default} (default used when VAR is
+// unset or empty) from the environment. $VAR without braces is left alone so
+// that secrets containing '$' survive.
+func Expand(s string) string {
+	if !strings.Contains(s, "${") {
+		return s
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i])
+		expr := s[i+2 : i+j]
+		name, def, hasDef := strings.Cut(expr, ":-")
+		val := os.Getenv(name)
+		if val == "" && hasDef {
+			val = def
+		}
+		b.WriteString(val)
+		s = s[i+j+1:]
+	}
+}
+
+// WithDefaults returns a copy with every unset field at its default.
+func (c Config) WithDefaults() Config {
+	if c.HTTP.Addr == "" {
+		c.HTTP.Addr = HTTPAddrDefault
+	}
+	if c.HTTP.ShutdownTimeout == 0 {
+		c.HTTP.ShutdownTimeout = ShutdownTimeoutDefault
+	}
+	if c.MySQL.DSN == "" {
+		c.MySQL.DSN = DefaultMySQLDSN
+	}
+	if c.MySQL.MaxOpenConns == 0 {
+		c.MySQL.MaxOpenConns = MaxOpenConnsDefault
+	}
+	if c.MySQL.MaxIdleConns == 0 {
+		c.MySQL.MaxIdleConns = c.MySQL.MaxOpenConns
+	}
+	if c.MySQL.ConnMaxLifetime == 0 {
+		c.MySQL.ConnMaxLifetime = ConnMaxLifetimeDefault
+	}
+	if c.MySQL.DialTimeout == 0 {
+		c.MySQL.DialTimeout = DialTimeoutDefault
+	}
+	if c.MySQL.IntakeTimeout == 0 {
+		c.MySQL.IntakeTimeout = IntakeTimeoutDefault
+	}
+	if c.AMQP.URL == "" {
+		c.AMQP.URL = DefaultAMQPURL
+	}
+	if c.AMQP.Prefix == "" {
+		c.AMQP.Prefix = PrefixDefault
+	}
+	if c.AMQP.QueueType == "" {
+		c.AMQP.QueueType = QueueTypeClassic
+	}
+	if c.AMQP.AnnounceBuffer == 0 {
+		c.AMQP.AnnounceBuffer = AnnounceBufferDefault
+	}
+	if c.AMQP.ConfirmWindow == 0 {
+		c.AMQP.ConfirmWindow = ConfirmWindowDefault
+	}
+	if c.AMQP.ReconnectMin == 0 {
+		c.AMQP.ReconnectMin = ReconnectMinDefault
+	}
+	if c.AMQP.ReconnectMax == 0 {
+		c.AMQP.ReconnectMax = ReconnectMaxDefault
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = LogLevelDefault
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = LogFormatDefault
+	}
+	kinds := make(map[string]KindWorker, len(c.Worker.Kinds))
+	for name, kw := range c.Worker.Kinds {
+		kinds[name] = kw.withDefaults()
+	}
+	c.Worker.Kinds = kinds
+	sources := make([]Source, len(c.Sources))
+	for i, s := range c.Sources {
+		sources[i] = s.withDefaults()
+	}
+	c.Sources = sources
+	return c
+}
+
+// KindWorker returns the consumer settings of kind, defaults filled.
+func (c Config) KindWorker(kind string) KindWorker {
+	return c.Worker.Kinds[kind].withDefaults()
+}
+
+func (k KindWorker) withDefaults() KindWorker {
+	if k.Concurrency == 0 {
+		k.Concurrency = KindConcurrencyDefault
+	}
+	if k.Prefetch == 0 {
+		k.Prefetch = 2 * k.Concurrency
+	}
+	return k
+}
+
+func (s Source) withDefaults() Source {
+	if s.MaxBodyBytes == 0 {
+		s.MaxBodyBytes = MaxBodyBytesDefault
+	}
+	if s.EventID.Separator == "" {
+		s.EventID.Separator = SeparatorDefault
+	}
+	if s.Response.ContentType == "" {
+		s.Response.ContentType = ContentTypeDefault
+	}
+	if s.Retry.MaxAttempts == 0 {
+		s.Retry.MaxAttempts = RetryMaxAttemptsDefault
+	}
+	if s.Retry.Initial == 0 {
+		s.Retry.Initial = RetryInitialDefault
+	}
+	if s.Retry.Max == 0 {
+		s.Retry.Max = RetryMaxDefault
+	}
+	return s
+}
+
+// Validate reports every problem at once, each naming its field. The
+// signature block is checked by building its verifier, so the scheme's own
+// rules live in one place (internal/signature).
+func (c Config) Validate(kinds []string) error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.AMQP.QueueType != QueueTypeClassic && c.AMQP.QueueType != QueueTypeQuorum {
+		bad("amqp.queue_type", "want classic or quorum, got %q", c.AMQP.QueueType)
+	}
+	if !validName(c.AMQP.Prefix) {
+		bad("amqp.prefix", "%q: use letters, digits, '-', '_' and '.'", c.AMQP.Prefix)
+	}
+	if c.AMQP.AnnounceBuffer < 0 {
+		bad("amqp.announce_buffer", "must not be negative")
+	}
+	if c.AMQP.ConfirmWindow < 1 {
+		bad("amqp.confirm_window", "must be at least 1")
+	}
+	if c.MySQL.MaxOpenConns < 1 {
+		bad("mysql.max_open_conns", "must be at least 1")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "want debug, info, warn or error, got %q", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "json", "text":
+	default:
+		bad("log.format", "want json or text, got %q", c.Log.Format)
+	}
+	known := map[string]bool{}
+	for _, k := range kinds {
+		known[k] = true
+	}
+	for kind, kw := range c.Worker.Kinds {
+		field := "worker.kinds." + kind
+		if !known[kind] {
+			bad(field, "unknown kind %q (want one of %s)", kind, strings.Join(kinds, ", "))
+		}
+		if kw.Concurrency < 1 {
+			bad(field+".concurrency", "must be at least 1")
+		}
+		if kw.Prefetch < kw.Concurrency {
+			bad(field+".prefetch", "must be at least the concurrency (%d)", kw.Concurrency)
+		}
+	}
+	if len(c.Sources) == 0 {
+		bad("sources", "at least one source is required")
+	}
+	seen := map[string]int{}
+	for i, s := range c.Sources {
+		field := fmt.Sprintf("sources[%d]", i)
+		switch {
+		case s.Name == "":
+			bad(field+".name", "is required")
+		case !validName(s.Name) || len(s.Name) > maxSourceNameLen:
+			bad(field+".name", "%q: use at most %d letters, digits, '-', '_' and '.'", s.Name, maxSourceNameLen)
+		default:
+			if j, dup := seen[s.Name]; dup {
+				bad(field+".name", "duplicate source name %q (also sources[%d])", s.Name, j)
+			}
+			seen[s.Name] = i
+		}
+		if !known[s.Kind] {
+			bad(field+".kind", "unknown kind %q (want one of %s)", s.Kind, strings.Join(kinds, ", "))
+		}
+		if s.BusinessKey == "" {
+			bad(field+".business_key", "is required (the JSON field holding the business key)")
+		}
+		if len(s.EventID.Fields) == 0 && (s.Signature.Scheme != schemeStandardWebhooks || s.EventID.IgnoreScheme) {
+			bad(field+".event_id.fields", "is required unless the scheme provides the event id")
+		}
+		for j, f := range s.EventID.Fields {
+			if f == "" {
+				bad(fmt.Sprintf("%s.event_id.fields[%d]", field, j), "must not be empty")
+			}
+		}
+		if _, err := signature.New(s.Signature.VerifierConfig()); err != nil {
+			errs = append(errs, prefixErrors(field+".signature.", err))
+		}
+		if s.Response.Body != "" {
+			if _, err := template.New(s.Name).Parse(s.Response.Body); err != nil {
+				bad(field+".response.body", "invalid template: %v", err)
+			}
+		}
+		if s.MaxBodyBytes < 1 {
+			bad(field+".max_body_bytes", "must be positive")
+		}
+		if s.Retry.MaxAttempts < 1 {
+			bad(field+".retry.max_attempts", "must be at least 1")
+		}
+		if s.Retry.Initial < 0 || s.Retry.Max < s.Retry.Initial {
+			bad(field+".retry", "want 0 < initial <= max")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(prefixAllowedPunctuation, r)
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// VerifierConfig converts the file's signature block for internal/signature.
+func (s Signature) VerifierConfig() signature.Config {
+	return signature.Config{
+		Scheme:        s.Scheme,
+		Secrets:       s.Secrets,
+		Header:        s.Header,
+		Encoding:      s.Encoding,
+		Prefix:        s.Prefix,
+		Tolerance:     s.Tolerance,
+		AllowUnsigned: s.AllowUnsigned,
+	}
+}
+
+// prefixErrors puts prefix before each error joined in err.
+func prefixErrors(prefix string, err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var errs []error
+		for _, e := range j.Unwrap() {
+			errs = append(errs, prefixErrors(prefix, e))
+		}
+		return errors.Join(errs...)
+	}
+	return fmt.Errorf("%s%w", prefix, err)
+}

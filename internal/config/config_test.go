@@ -1,0 +1,166 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"callgate/internal/config"
+)
+
+var kinds = []string{"payment", "logistics"}
+
+const valid = `
+sources:
+  - name: paydemo
+    kind: payment
+    signature:
+      scheme: standard-webhooks
+      secrets: ["${T_PAY_SECRET:-whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw}"]
+    event_id: {fields: [paymentNo]}
+    business_key: orderCode
+  - name: shipdemo
+    kind: logistics
+    signature:
+      scheme: hmac-sha256
+      header: X-Signature
+      secrets: ["${T_SHIP_SECRET}"]
+    event_id: {fields: [waybillNo, seq]}
+    business_key: waybillNo
+`
+
+func TestShippedConfigLoads(t *testing.T) {
+	cfg, err := config.Load(filepath.Join("..", "..", "configs", "callgate.yaml"), kinds)
+	require.NoError(t, err)
+	require.Len(t, cfg.Sources, 2)
+	pay, ship := cfg.Sources[0], cfg.Sources[1]
+	require.Equal(t, "paydemo", pay.Name)
+	require.Equal(t, "payment", pay.Kind)
+	require.Equal(t, "standard-webhooks", pay.Signature.Scheme)
+	require.True(t, strings.HasPrefix(pay.Signature.Secrets[0], "whsec_"), "documented demo secret")
+	require.Equal(t, "shipdemo", ship.Name)
+	require.Equal(t, "hmac-sha256", ship.Signature.Scheme)
+	require.Equal(t, "X-Signature", ship.Signature.Header)
+	require.Equal(t, "hex", ship.Signature.Encoding)
+	require.Equal(t, "callgate", cfg.AMQP.Prefix)
+	require.Equal(t, ":8080", cfg.HTTP.Addr)
+}
+
+func TestDefaultsAndExpansion(t *testing.T) {
+	t.Setenv("T_SHIP_SECRET", "s3cret")
+	cfg, err := config.Parse([]byte(valid), kinds)
+	require.NoError(t, err)
+	require.Equal(t, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", cfg.Sources[0].Signature.Secrets[0], "${VAR:-default}")
+	require.Equal(t, "s3cret", cfg.Sources[1].Signature.Secrets[0], "${VAR}")
+	s := cfg.Sources[1]
+	require.EqualValues(t, 1<<20, s.MaxBodyBytes)
+	require.Equal(t, 8, s.Retry.MaxAttempts)
+	require.Equal(t, 5*time.Second, s.Retry.Initial)
+	require.Equal(t, 10*time.Minute, s.Retry.Max)
+	require.Equal(t, ":", s.EventID.Separator)
+	require.Equal(t, "callgate", cfg.AMQP.Prefix)
+	require.Equal(t, "classic", cfg.AMQP.QueueType)
+	require.Equal(t, ":8080", cfg.HTTP.Addr)
+	require.Equal(t, 8, cfg.KindWorker("payment").Concurrency)
+	require.Equal(t, 16, cfg.KindWorker("payment").Prefetch)
+}
+
+func TestEnvironmentOverrides(t *testing.T) {
+	t.Setenv("T_SHIP_SECRET", "s3cret")
+	t.Setenv("CALLGATE_MYSQL_DSN", "u:p@tcp(db:3306)/cg")
+	t.Setenv("CALLGATE_AMQP_URL", "amqp://x:y@mq:5672/")
+	t.Setenv("CALLGATE_AMQP_PREFIX", "staging")
+	t.Setenv("CALLGATE_HTTP_ADDR", "127.0.0.1:9999")
+	t.Setenv("CALLGATE_ADMIN_TOKEN", "ops:tok")
+	cfg, err := config.Parse([]byte("mysql: {dsn: from-file}\n"+valid), kinds)
+	require.NoError(t, err)
+	require.Equal(t, "u:p@tcp(db:3306)/cg", cfg.MySQL.DSN)
+	require.Equal(t, "amqp://x:y@mq:5672/", cfg.AMQP.URL)
+	require.Equal(t, "staging", cfg.AMQP.Prefix)
+	require.Equal(t, "127.0.0.1:9999", cfg.HTTP.Addr)
+	require.Equal(t, "ops:tok", cfg.Admin.Token)
+}
+
+func TestExpansionCannotInjectYAML(t *testing.T) {
+	t.Setenv("T_SHIP_SECRET", "x\nsources: []\n#z")
+	cfg, err := config.Parse([]byte(valid), kinds)
+	require.NoError(t, err)
+	require.Len(t, cfg.Sources, 2)
+	require.Equal(t, "x\nsources: []\n#z", cfg.Sources[1].Signature.Secrets[0])
+}
+
+func TestInvalidConfigNamesTheField(t *testing.T) {
+	t.Setenv("T_SHIP_SECRET", "s3cret")
+	cases := []struct {
+		name string
+		edit func(string) string
+		want []string
+	}{
+		{"unknown kind", func(s string) string { return strings.Replace(s, "kind: logistics", "kind: freight", 1) },
+			[]string{`sources[1].kind: unknown kind "freight"`}},
+		{"unknown scheme", func(s string) string { return strings.Replace(s, "scheme: hmac-sha256", "scheme: md5", 1) },
+			[]string{"sources[1].signature.scheme", "md5"}},
+		{"missing secret (unset env var)", func(s string) string { return strings.Replace(s, "${T_SHIP_SECRET}", "${T_UNSET_SECRET}", 1) },
+			[]string{"sources[1].signature.secrets"}},
+		{"bad whsec", func(s string) string {
+			return strings.Replace(s, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_!!!", 1)
+		},
+			[]string{"sources[0].signature.secrets"}},
+		{"duplicate source name", func(s string) string { return strings.Replace(s, "name: shipdemo", "name: paydemo", 1) },
+			[]string{`sources[1].name: duplicate source name "paydemo"`}},
+		{"missing business key", func(s string) string { return strings.Replace(s, "business_key: waybillNo", "", 1) },
+			[]string{"sources[1].business_key"}},
+		{"missing event id", func(s string) string { return strings.Replace(s, "event_id: {fields: [waybillNo, seq]}", "", 1) },
+			[]string{"sources[1].event_id.fields"}},
+		{"typo in a key", func(s string) string {
+			return strings.Replace(s, "business_key: waybillNo", "busines_key: waybillNo", 1)
+		},
+			[]string{"busines_key"}},
+		{"bad queue type", func(s string) string { return "amqp: {queue_type: mirrored}\n" + s },
+			[]string{"amqp.queue_type"}},
+		{"none without allow_unsigned", func(s string) string { return strings.Replace(s, "scheme: hmac-sha256", "scheme: none", 1) },
+			[]string{"sources[1].signature"}},
+		{"several problems at once", func(s string) string {
+			s = strings.Replace(s, "kind: logistics", "kind: freight", 1)
+			return strings.Replace(s, "scheme: standard-webhooks", "scheme: md5", 1)
+		}, []string{"sources[1].kind", "sources[0].signature.scheme"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(tc.edit(valid)), kinds)
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := config.Load(filepath.Join(t.TempDir(), "nope.yaml"), kinds)
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestPathFromEnv(t *testing.T) {
+	t.Setenv(config.EnvConfigPath, "")
+	require.Equal(t, config.DefaultPath, config.PathFromEnv())
+	t.Setenv(config.EnvConfigPath, "/etc/callgate.yaml")
+	require.Equal(t, "/etc/callgate.yaml", config.PathFromEnv())
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(valid))
+	f.Add([]byte("sources: [{name: a, kind: payment}]"))
+	f.Add([]byte("{{{"))
+	f.Add([]byte("sources: ${X:-"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		cfg, err := config.Parse(raw, kinds)
+		if err == nil {
+			require.NotEmpty(t, cfg.Sources)
+		}
+	})
+}

@@ -1,0 +1,93 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"callgate/internal/broker"
+	"callgate/internal/config"
+	"callgate/internal/intake"
+	"callgate/internal/kinds"
+	"callgate/internal/store"
+)
+
+// announceDrain bounds how long a stopping gateway keeps publishing the
+// announcements it already accepted.
+const announceDrain = 5 * time.Second
+
+// Run wires the gateway process from cfg and serves on ln until ctx ends.
+// Shutdown order: stop accepting and finish in-flight requests, publish what
+// was accepted (bounded), close the broker, then the database.
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Listener) error {
+	sources, err := intake.NewSources(cfg.Sources)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(cfg.MySQL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	topo := Topology(cfg)
+	conn := broker.NewConnection(broker.ConnectionConfig{
+		URL:          cfg.AMQP.URL,
+		Name:         "callgate-gateway",
+		ReconnectMin: cfg.AMQP.ReconnectMin,
+		ReconnectMax: cfg.AMQP.ReconnectMax,
+		Setup:        topo.Declare,
+	}, log)
+	connCtx, stopConn := context.WithCancel(context.WithoutCancel(ctx))
+	connDone := make(chan struct{})
+	go func() { defer close(connDone); conn.Run(connCtx) }()
+	defer func() { stopConn(); <-connDone }()
+
+	ann := broker.NewAnnouncer(broker.AnnouncerConfig{
+		Exchange: topo.CallbacksExchange(),
+		Buffer:   cfg.AMQP.AnnounceBuffer,
+		Window:   cfg.AMQP.ConfirmWindow,
+		AppID:    "callgate-gateway",
+	}, conn, log)
+	annCtx, stopAnn := context.WithCancel(context.WithoutCancel(ctx))
+	go ann.Run(annCtx, announceDrain)
+	defer func() { stopAnn(); <-ann.Done() }()
+
+	gcfg := Config{
+		Addr:            cfg.HTTP.Addr,
+		ShutdownTimeout: cfg.HTTP.ShutdownTimeout,
+		Log:             log,
+		Intake: &intake.Handler{
+			Sources:      sources,
+			Store:        st,
+			Announcer:    ann,
+			Log:          log,
+			StoreTimeout: cfg.MySQL.IntakeTimeout,
+			Now:          time.Now,
+		},
+		Ready: map[string]Pinger{
+			"mysql": st,
+			"rabbitmq": PingerFunc(func(context.Context) error {
+				_, err := conn.Current()
+				return err
+			}),
+		},
+	}
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
+			return fmt.Errorf("error listening on %s: %w", cfg.HTTP.Addr, err)
+		}
+	}
+	return ServeListener(ctx, gcfg, NewRouter(gcfg), ln)
+}
+
+// Topology is the broker topology of cfg.
+func Topology(cfg *config.Config) broker.Topology {
+	return broker.Topology{
+		Prefix: cfg.AMQP.Prefix,
+		Kinds:  kinds.Names(),
+		Quorum: cfg.AMQP.QueueType == config.QueueTypeQuorum,
+	}
+}

@@ -1,0 +1,140 @@
+// Package gateway wires the gateway process's HTTP surface: the intake
+// endpoint, health and readiness, and the shared middleware (trace context,
+// panic recovery, JSON errors). It owns the http.Server and its graceful
+// shutdown; what each endpoint does lives in its own package.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"callgate/internal/intake"
+	"callgate/internal/tracing"
+)
+
+// Pinger reports whether a dependency answers.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// PingerFunc adapts a function to Pinger.
+type PingerFunc func(ctx context.Context) error
+
+// Ping implements Pinger.
+func (f PingerFunc) Ping(ctx context.Context) error { return f(ctx) }
+
+// Config is what the gateway serves.
+type Config struct {
+	Addr            string
+	ShutdownTimeout time.Duration
+	Intake          *intake.Handler
+	// Ready lists the dependencies /readyz checks, by name.
+	Ready map[string]Pinger
+	Log   *slog.Logger
+}
+
+// NewRouter builds the gin engine.
+func NewRouter(cfg Config) *gin.Engine {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.ContextWithFallback = true
+	r.Use(traceContext(), recoverJSON(cfg.Log))
+	r.NoRoute(func(c *gin.Context) { intake.WriteError(c, http.StatusNotFound, "not found") })
+	r.NoMethod(func(c *gin.Context) { intake.WriteError(c, http.StatusMethodNotAllowed, "method not allowed") })
+
+	r.POST("/callbacks/:source", cfg.Intake.Callback)
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", readyz(cfg.Ready))
+	return r
+}
+
+// traceContext puts the request's trace (incoming traceparent, or a new
+// one) into its context and echoes the trace id to the caller.
+func traceContext() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ctx := tracing.FromHeaders(c.Request.Context(), c.Request.Header)
+		c.Request = c.Request.WithContext(ctx)
+		c.Header("X-Trace-Id", tracing.TraceID(ctx))
+		c.Next()
+	}
+}
+
+// recoverJSON turns a panic into a 500 with a JSON body and a log line with
+// the trace id and stack, never the stack to the caller.
+func recoverJSON(log *slog.Logger) gin.HandlerFunc {
+	return gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, err any) {
+		log.ErrorContext(c.Request.Context(), "gateway: panic serving request", "path", c.FullPath(), "panic", err)
+		intake.WriteError(c, http.StatusInternalServerError, "internal error")
+	})
+}
+
+func readyz(deps map[string]Pinger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
+		defer cancel()
+		body := gin.H{}
+		ok := true
+		for name, p := range deps {
+			if err := p.Ping(ctx); err != nil {
+				ok = false
+				body[name] = "unavailable: " + err.Error()
+			} else {
+				body[name] = "ok"
+			}
+		}
+		if ok {
+			body["status"] = "ready"
+			c.JSON(http.StatusOK, body)
+			return
+		}
+		body["status"] = "unready"
+		c.JSON(http.StatusServiceUnavailable, body)
+	}
+}
+
+// Serve listens on cfg.Addr and serves until ctx ends, then stops accepting,
+// lets in-flight requests finish within ShutdownTimeout and returns.
+func Serve(ctx context.Context, cfg Config, handler http.Handler) error {
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	return ServeListener(ctx, cfg, handler, ln)
+}
+
+// ServeListener is Serve on an open listener (tests pick a free port).
+func ServeListener(ctx context.Context, cfg Config, handler http.Handler, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	cfg.Log.Info("gateway: listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		cfg.Log.Warn("gateway: shutdown timed out, closing remaining connections")
+		_ = srv.Close()
+	}
+	<-errc
+	return nil
+}

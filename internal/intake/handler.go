@@ -1,0 +1,190 @@
+package intake
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"callgate/internal/broker"
+	"callgate/internal/callback"
+	"callgate/internal/store"
+	"callgate/internal/tracing"
+)
+
+// Inserter stores a callback as PENDING and says whether it was new.
+type Inserter interface {
+	InsertCallback(ctx context.Context, l *callback.Log) (store.InsertResult, error)
+}
+
+// Announcer queues a log id for the workers without blocking.
+type Announcer interface {
+	Announce(an broker.Announcement) bool
+}
+
+// Handler serves POST /callbacks/:source.
+type Handler struct {
+	Sources   map[string]*Source
+	Store     Inserter
+	Announcer Announcer
+	Log       *slog.Logger
+	// StoreTimeout bounds the INSERT; past it the platform gets a 503.
+	StoreTimeout time.Duration
+	// Now is the clock (tests set it).
+	Now func() time.Time
+}
+
+// Error reasons a caller sees. They name the problem, never internals.
+const (
+	reasonUnknownSource = "unknown source"
+	reasonTooLarge      = "body exceeds the size limit of this source"
+	reasonUnreadable    = "could not read the request body"
+	reasonUnavailable   = "storage temporarily unavailable, please retry"
+)
+
+// Callback handles POST /callbacks/:source.
+func (h *Handler) Callback(c *gin.Context) {
+	ctx := c.Request.Context()
+	src, ok := h.Sources[c.Param("source")]
+	if !ok {
+		h.fail(c, http.StatusNotFound, reasonUnknownSource, nil)
+		return
+	}
+	limit := src.Config.MaxBodyBytes
+	if c.Request.ContentLength > limit {
+		h.fail(c, http.StatusRequestEntityTooLarge, reasonTooLarge, nil)
+		return
+	}
+	body, err := readBody(c.Request.Body, limit)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			h.fail(c, http.StatusRequestEntityTooLarge, reasonTooLarge, nil)
+			return
+		}
+		h.fail(c, http.StatusBadRequest, reasonUnreadable, err)
+		return
+	}
+
+	// The signature is checked before the body is parsed or the database
+	// touched: a forged request costs one HMAC.
+	now := h.Now()
+	verified, err := src.Verifier.Verify(c.Request.Header, body, now)
+	if err != nil {
+		h.fail(c, http.StatusUnauthorized, "invalid signature: "+err.Error(), nil)
+		return
+	}
+	eventID, key, err := src.Extractor.Extract(body, verified.EventID)
+	if err != nil {
+		h.fail(c, http.StatusBadRequest, err.Error(), nil)
+		return
+	}
+
+	row := &callback.Log{
+		Source:      src.Config.Name,
+		Kind:        src.Config.Kind,
+		EventID:     eventID,
+		BusinessKey: key,
+		Status:      callback.StatusPending,
+		Payload:     body,
+		Headers:     storedHeaders(c.Request.Header, src.stored),
+		TraceID:     tracing.TraceID(ctx),
+		ReceivedAt:  now.UTC(),
+	}
+	sctx, cancel := context.WithTimeout(ctx, h.StoreTimeout)
+	res, err := h.Store.InsertCallback(sctx, row)
+	cancel()
+	if err != nil {
+		h.fail(c, http.StatusServiceUnavailable, reasonUnavailable, err)
+		return
+	}
+	// Committed. The announcement is queued, never awaited: if the broker
+	// is slow or down the row stays PENDING and compensation announces it.
+	if !res.Duplicate {
+		if !h.Announcer.Announce(broker.Announcement{LogID: res.ID, Kind: src.Config.Kind, TraceParent: tracing.TraceParent(ctx)}) {
+			h.Log.WarnContext(ctx, "intake: announce buffer full, left for compensation", "log_id", res.ID, "source", src.Config.Name)
+		}
+	}
+	h.succeed(c, src, res, eventID)
+}
+
+func readBody(r io.Reader, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	// MaxBytesReader errors as soon as one byte more than limit arrives,
+	// so a lying Content-Length or a chunked body cannot exceed it.
+	_, err := buf.ReadFrom(http.MaxBytesReader(nil, io.NopCloser(r), limit))
+	return buf.Bytes(), err
+}
+
+func (h *Handler) succeed(c *gin.Context, src *Source, res store.InsertResult, eventID string) {
+	if src.body == nil {
+		b := make([]byte, 0, 64)
+		b = append(b, `{"status":"accepted","log_id":`...)
+		b = strconv.AppendInt(b, res.ID, 10)
+		b = append(b, `,"duplicate":`...)
+		b = strconv.AppendBool(b, res.Duplicate)
+		b = append(b, '}')
+		c.Data(http.StatusOK, src.Config.Response.ContentType, b)
+		return
+	}
+	var out bytes.Buffer
+	err := src.body.Execute(&out, struct {
+		LogID     int64
+		Duplicate bool
+		EventID   string
+	}{res.ID, res.Duplicate, eventID})
+	if err != nil {
+		// The row is stored; a broken template must not make the platform
+		// resend. Fall back to the default body.
+		h.Log.ErrorContext(c.Request.Context(), "intake: response template failed", "source", src.Config.Name, "error", err)
+		src = &Source{Config: src.Config}
+		h.succeed(c, src, res, eventID)
+		return
+	}
+	c.Data(http.StatusOK, src.Config.Response.ContentType, out.Bytes())
+}
+
+// fail answers {"error": reason} and logs the detail with the trace id.
+func (h *Handler) fail(c *gin.Context, status int, reason string, cause error) {
+	ctx := c.Request.Context()
+	attrs := []any{"status", status, "source", c.Param("source"), "reason", reason}
+	if cause != nil {
+		attrs = append(attrs, "error", cause.Error())
+	}
+	if status >= 500 {
+		h.Log.ErrorContext(ctx, "intake: request refused", attrs...)
+	} else {
+		h.Log.WarnContext(ctx, "intake: request refused", attrs...)
+	}
+	WriteError(c, status, reason)
+}
+
+// WriteError writes the JSON error body every endpoint uses.
+func WriteError(c *gin.Context, status int, reason string) {
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{reason})
+	c.Data(status, "application/json", b)
+	c.Abort()
+}
+
+func storedHeaders(h http.Header, names []string) json.RawMessage {
+	m := make(map[string]string, len(names))
+	for _, n := range names {
+		if v := h.Values(n); len(v) > 0 {
+			m[n] = v[0]
+			for _, more := range v[1:] {
+				m[n] += ", " + more
+			}
+		}
+	}
+	b, _ := json.Marshal(m)
+	return b
+}

@@ -1,0 +1,95 @@
+package store
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/golang-migrate/migrate/v4"
+	migratemysql "github.com/golang-migrate/migrate/v4/database/mysql"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+
+	"callgate/migrations"
+)
+
+// Migrate applies every pending migration in migrations/ and returns the
+// schema version. It is idempotent, and safe from several processes at once:
+// golang-migrate holds a MySQL GET_LOCK while it works, and a process that
+// waited for it finds nothing left to do.
+func Migrate(dsn string, dialTimeout time.Duration) (uint, error) {
+	norm, err := NormalizeDSN(dsn, dialTimeout)
+	if err != nil {
+		return 0, err
+	}
+	c, err := mysql.ParseDSN(norm)
+	if err != nil {
+		return 0, fmt.Errorf("invalid mysql.dsn: %w", err)
+	}
+	// Migration files hold several statements each.
+	c.MultiStatements = true
+	// golang-migrate's driver needs server-side parameters for its own queries.
+	c.InterpolateParams = false
+	if err := createDatabase(*c); err != nil {
+		return 0, err
+	}
+	db, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		return 0, fmt.Errorf("error opening database for migration: %w", err)
+	}
+	defer db.Close()
+
+	src, err := iofs.New(migrations.FS, ".")
+	if err != nil {
+		return 0, fmt.Errorf("error reading embedded migrations: %w", err)
+	}
+	// The lock wait of golang-migrate's MySQL driver is 10 s; a second
+	// process that gives up waiting tries again.
+	var lastErr error
+	for try := 0; try < 6; try++ {
+		drv, err := migratemysql.WithInstance(db, &migratemysql.Config{})
+		if err != nil {
+			return 0, fmt.Errorf("error preparing migration: %w", Translate(err))
+		}
+		m, err := migrate.NewWithInstance("iofs", src, "mysql", drv)
+		if err != nil {
+			return 0, fmt.Errorf("error preparing migration: %w", err)
+		}
+		err = m.Up()
+		if err == nil || errors.Is(err, migrate.ErrNoChange) {
+			v, _, verr := m.Version()
+			if verr != nil {
+				return 0, fmt.Errorf("error reading schema version: %w", verr)
+			}
+			return v, nil
+		}
+		if !errors.Is(err, migrate.ErrLocked) && !errors.Is(err, migrate.ErrLockTimeout) {
+			return 0, fmt.Errorf("error applying migrations: %w", err)
+		}
+		lastErr = err
+		time.Sleep(time.Second)
+	}
+	return 0, fmt.Errorf("error applying migrations: %w", lastErr)
+}
+
+// createDatabase creates the DSN's database when it does not exist, so that
+// a fresh server needs nothing but `gateway migrate`.
+func createDatabase(c mysql.Config) error {
+	name := c.DBName
+	if name == "" {
+		return fmt.Errorf("mysql.dsn names no database")
+	}
+	c.DBName = ""
+	db, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		return fmt.Errorf("error opening server for migration: %w", err)
+	}
+	defer db.Close()
+	q := "CREATE DATABASE IF NOT EXISTS `" + strings.ReplaceAll(name, "`", "``") + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+	if _, err := db.Exec(q); err != nil {
+		return fmt.Errorf("error creating database %s: %w", name, Translate(err))
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package testenv
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"callgate/internal/config"
+	"callgate/internal/gateway"
+	"callgate/internal/logging"
+)
+
+// Gateway is a gateway running in-process on a free port.
+type Gateway struct {
+	URL  string
+	Cfg  *config.Config
+	stop context.CancelFunc
+	done chan error
+}
+
+// StartGateway runs the whole gateway (store, broker, intake) from cfg
+// until the test ends.
+func StartGateway(t testing.TB, cfg *config.Config) *Gateway {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &Gateway{URL: "http://" + ln.Addr().String(), Cfg: cfg, stop: cancel, done: make(chan error, 1)}
+	log := Logger(t, cfg)
+	go func() { g.done <- gateway.Run(ctx, cfg, log, ln) }()
+	t.Cleanup(func() { _ = g.Stop() })
+	Eventually(t, 5*time.Second, func() bool {
+		resp, err := http.Get(g.URL + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, "gateway did not come up")
+	return g
+}
+
+// WaitReady waits until /readyz answers 200 (MySQL reachable, broker
+// connected and topology declared).
+func (g *Gateway) WaitReady(t testing.TB) {
+	t.Helper()
+	Eventually(t, 10*time.Second, func() bool {
+		resp, err := http.Get(g.URL + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, "gateway not ready")
+}
+
+// Stop shuts the gateway down gracefully and returns Run's error.
+func (g *Gateway) Stop() error {
+	g.stop()
+	select {
+	case err, ok := <-g.done:
+		if ok {
+			close(g.done)
+		}
+		return err
+	case <-time.After(30 * time.Second):
+		return context.DeadlineExceeded
+	}
+}
+
+// Logger returns a logger for a component under test: quiet unless
+// CALLGATE_TEST_LOG is set.
+func Logger(t testing.TB, cfg *config.Config) *slog.Logger {
+	var w io.Writer = io.Discard
+	if testingVerboseLogs() {
+		w = os.Stderr
+	}
+	return logging.New(config.Log{Level: "debug", Format: "text"}, w)
+}
