@@ -40,13 +40,43 @@ var envOverrides = []struct{ env, key string }{
 
 // Config is the whole file.
 type Config struct {
-	HTTP    HTTP     `koanf:"http"`
-	MySQL   MySQL    `koanf:"mysql"`
-	AMQP    AMQP     `koanf:"amqp"`
-	Admin   Admin    `koanf:"admin"`
-	Log     Log      `koanf:"log"`
-	Worker  Worker   `koanf:"worker"`
-	Sources []Source `koanf:"sources"`
+	HTTP      HTTP      `koanf:"http"`
+	MySQL     MySQL     `koanf:"mysql"`
+	AMQP      AMQP      `koanf:"amqp"`
+	Admin     Admin     `koanf:"admin"`
+	Log       Log       `koanf:"log"`
+	Worker    Worker    `koanf:"worker"`
+	Scheduler Scheduler `koanf:"scheduler"`
+	Sources   []Source  `koanf:"sources"`
+}
+
+// Scheduler configures the worker's background jobs.
+type Scheduler struct {
+	Compensation Compensation `koanf:"compensation"`
+	OutboxRelay  OutboxRelay  `koanf:"outbox_relay"`
+}
+
+// Compensation re-announces PENDING callbacks that are due: retries whose
+// backoff has passed, and callbacks whose announcement was lost.
+type Compensation struct {
+	// Interval between scans. Default 1s.
+	Interval time.Duration `koanf:"interval"`
+	// Threshold: a PENDING callback is announced again when it has not been
+	// processed this long after it was received or last announced. The
+	// gateway sets next_attempt_at = received_at + Threshold. Default 1m.
+	Threshold time.Duration `koanf:"threshold"`
+	// BatchSize rows are claimed per transaction, oldest due first. Default 500.
+	BatchSize int `koanf:"batch_size"`
+}
+
+// OutboxRelay publishes outbox rows the fast path left behind.
+type OutboxRelay struct {
+	// Interval between passes. Default 1s.
+	Interval time.Duration `koanf:"interval"`
+	// MinAge leaves younger rows to the fast path. Default 5s.
+	MinAge time.Duration `koanf:"min_age"`
+	// BatchSize rows per transaction. Default 100.
+	BatchSize int `koanf:"batch_size"`
 }
 
 // HTTP configures the gateway's listener.
@@ -116,6 +146,11 @@ type Log struct {
 type Worker struct {
 	// ID names this worker in callback_attempt rows. Default: hostname-pid.
 	ID string `koanf:"id"`
+	// HandlerTimeout bounds one callback's transaction. Default 30s.
+	HandlerTimeout time.Duration `koanf:"handler_timeout"`
+	// ShutdownTimeout bounds how long in-flight callbacks may finish after
+	// SIGTERM. Default 20s.
+	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
 	// Kinds holds per-kind consumer settings, keyed by kind.
 	Kinds map[string]KindWorker `koanf:"kinds"`
 }
@@ -201,34 +236,42 @@ type Retry struct {
 
 // Defaults.
 const (
-	HTTPAddrDefault          = ":8080"
-	ShutdownTimeoutDefault   = 10 * time.Second
-	MaxOpenConnsDefault      = 64
-	ConnMaxLifetimeDefault   = 30 * time.Minute
-	DialTimeoutDefault       = time.Second
-	IntakeTimeoutDefault     = 2 * time.Second
-	PrefixDefault            = "callgate"
-	QueueTypeClassic         = "classic"
-	QueueTypeQuorum          = "quorum"
-	AnnounceBufferDefault    = 10000
-	ConfirmWindowDefault     = 256
-	ReconnectMinDefault      = 500 * time.Millisecond
-	ReconnectMaxDefault      = 30 * time.Second
-	MaxBodyBytesDefault      = 1 << 20
-	SeparatorDefault         = ":"
-	ContentTypeDefault       = "application/json"
-	RetryMaxAttemptsDefault  = 8
-	RetryInitialDefault      = 5 * time.Second
-	RetryMaxDefault          = 10 * time.Minute
-	KindConcurrencyDefault   = 8
-	DefaultAMQPURL           = "amqp://guest:guest@127.0.0.1:5672/"
-	DefaultMySQLDSN          = "root:@tcp(127.0.0.1:3306)/callgate"
-	LogLevelDefault          = "info"
-	LogFormatDefault         = "json"
-	schemeStandardWebhooks   = "standard-webhooks"
-	maxSourceNameLen         = 64
-	maxExpandedConfigDepth   = 32
-	prefixAllowedPunctuation = "-_."
+	HTTPAddrDefault              = ":8080"
+	ShutdownTimeoutDefault       = 10 * time.Second
+	MaxOpenConnsDefault          = 64
+	ConnMaxLifetimeDefault       = 30 * time.Minute
+	DialTimeoutDefault           = time.Second
+	IntakeTimeoutDefault         = 2 * time.Second
+	PrefixDefault                = "callgate"
+	QueueTypeClassic             = "classic"
+	QueueTypeQuorum              = "quorum"
+	AnnounceBufferDefault        = 10000
+	ConfirmWindowDefault         = 256
+	ReconnectMinDefault          = 500 * time.Millisecond
+	ReconnectMaxDefault          = 30 * time.Second
+	MaxBodyBytesDefault          = 1 << 20
+	SeparatorDefault             = ":"
+	ContentTypeDefault           = "application/json"
+	RetryMaxAttemptsDefault      = 8
+	RetryInitialDefault          = 5 * time.Second
+	RetryMaxDefault              = 10 * time.Minute
+	KindConcurrencyDefault       = 8
+	HandlerTimeoutDefault        = 30 * time.Second
+	WorkerShutdownTimeoutDefault = 20 * time.Second
+	CompensationIntervalDefault  = time.Second
+	CompensationThresholdDefault = time.Minute
+	CompensationBatchDefault     = 500
+	RelayIntervalDefault         = time.Second
+	RelayMinAgeDefault           = 5 * time.Second
+	RelayBatchDefault            = 100
+	DefaultAMQPURL               = "amqp://guest:guest@127.0.0.1:5672/"
+	DefaultMySQLDSN              = "root:@tcp(127.0.0.1:3306)/callgate"
+	LogLevelDefault              = "info"
+	LogFormatDefault             = "json"
+	schemeStandardWebhooks       = "standard-webhooks"
+	maxSourceNameLen             = 64
+	maxExpandedConfigDepth       = 32
+	prefixAllowedPunctuation     = "-_."
 )
 
 // Load reads the file at path, expands ${VAR} and ${VAR:-default} in its
@@ -395,6 +438,30 @@ func (c Config) WithDefaults() Config {
 	if c.Log.Format == "" {
 		c.Log.Format = LogFormatDefault
 	}
+	if c.Worker.HandlerTimeout == 0 {
+		c.Worker.HandlerTimeout = HandlerTimeoutDefault
+	}
+	if c.Worker.ShutdownTimeout == 0 {
+		c.Worker.ShutdownTimeout = WorkerShutdownTimeoutDefault
+	}
+	if c.Scheduler.Compensation.Interval == 0 {
+		c.Scheduler.Compensation.Interval = CompensationIntervalDefault
+	}
+	if c.Scheduler.Compensation.Threshold == 0 {
+		c.Scheduler.Compensation.Threshold = CompensationThresholdDefault
+	}
+	if c.Scheduler.Compensation.BatchSize == 0 {
+		c.Scheduler.Compensation.BatchSize = CompensationBatchDefault
+	}
+	if c.Scheduler.OutboxRelay.Interval == 0 {
+		c.Scheduler.OutboxRelay.Interval = RelayIntervalDefault
+	}
+	if c.Scheduler.OutboxRelay.MinAge == 0 {
+		c.Scheduler.OutboxRelay.MinAge = RelayMinAgeDefault
+	}
+	if c.Scheduler.OutboxRelay.BatchSize == 0 {
+		c.Scheduler.OutboxRelay.BatchSize = RelayBatchDefault
+	}
 	kinds := make(map[string]KindWorker, len(c.Worker.Kinds))
 	for name, kw := range c.Worker.Kinds {
 		kinds[name] = kw.withDefaults()
@@ -464,6 +531,12 @@ func (c Config) Validate(kinds []string) error {
 	}
 	if c.AMQP.ConfirmWindow < 1 {
 		bad("amqp.confirm_window", "must be at least 1")
+	}
+	if c.Scheduler.Compensation.Interval < 0 || c.Scheduler.Compensation.Threshold < 0 || c.Scheduler.Compensation.BatchSize < 1 {
+		bad("scheduler.compensation", "interval and threshold must be positive, batch_size at least 1")
+	}
+	if c.Scheduler.OutboxRelay.Interval < 0 || c.Scheduler.OutboxRelay.MinAge < 0 || c.Scheduler.OutboxRelay.BatchSize < 1 {
+		bad("scheduler.outbox_relay", "interval and min_age must be positive, batch_size at least 1")
 	}
 	if c.MySQL.MaxOpenConns < 1 {
 		bad("mysql.max_open_conns", "must be at least 1")

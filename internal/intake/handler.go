@@ -37,6 +37,9 @@ type Handler struct {
 	Log       *slog.Logger
 	// StoreTimeout bounds the INSERT; past it the platform gets a 503.
 	StoreTimeout time.Duration
+	// ReannounceAfter sets next_attempt_at: if no worker has processed the
+	// callback by then, the compensation job announces it again.
+	ReannounceAfter time.Duration
 	// Now is the clock (tests set it).
 	Now func() time.Time
 }
@@ -98,6 +101,8 @@ func (h *Handler) Callback(c *gin.Context) {
 		TraceID:     tracing.TraceID(ctx),
 		ReceivedAt:  now.UTC(),
 	}
+	due := row.ReceivedAt.Add(h.ReannounceAfter)
+	row.NextAttemptAt = &due
 	sctx, cancel := context.WithTimeout(ctx, h.StoreTimeout)
 	res, err := h.Store.InsertCallback(sctx, row)
 	cancel()

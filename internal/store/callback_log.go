@@ -35,9 +35,13 @@ func (s *Store) InsertCallback(ctx context.Context, l *callback.Log) (InsertResu
 	if len(l.Headers) > 0 {
 		headers = []byte(l.Headers)
 	}
+	due := l.ReceivedAt
+	if l.NextAttemptAt != nil {
+		due = *l.NextAttemptAt
+	}
 	for try := 0; ; try++ {
 		res, err := s.SQL.ExecContext(ctx, insertCallbackSQL,
-			l.Source, l.Kind, l.EventID, l.BusinessKey, l.Payload, headers, l.TraceID, l.ReceivedAt, l.ReceivedAt)
+			l.Source, l.Kind, l.EventID, l.BusinessKey, l.Payload, headers, l.TraceID, l.ReceivedAt, due)
 		if err != nil {
 			if isRetryable(err) && try < maxStatementRetries {
 				continue

@@ -104,3 +104,14 @@ func (h LogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 // WithGroup implements slog.Handler.
 func (h LogHandler) WithGroup(name string) slog.Handler { return LogHandler{h.Handler.WithGroup(name)} }
+
+// TraceParentFromID returns a traceparent continuing the stored trace id
+// (32 hex) with a fresh span id, or "" when traceID is not valid.
+func TraceParentFromID(traceID string) string {
+	id, err := trace.TraceIDFromHex(traceID)
+	if err != nil {
+		return ""
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: id, SpanID: newSpanID(), TraceFlags: trace.FlagsSampled})
+	return TraceParent(trace.ContextWithSpanContext(context.Background(), sc))
+}

@@ -1,0 +1,72 @@
+// Command worker processes the callbacks the gateway accepted.
+//
+//	worker [-config PATH]   consume, process, publish downstream
+//
+// Every setting can also come from the environment (CALLGATE_CONFIG,
+// CALLGATE_MYSQL_DSN, CALLGATE_AMQP_URL, ...); see README.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"callgate/internal/config"
+	"callgate/internal/kinds"
+	"callgate/internal/logging"
+	"callgate/internal/store"
+	"callgate/internal/worker"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func run(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", config.PathFromEnv(), "config file (env "+config.EnvConfigPath+")")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: worker [-config PATH]\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "worker: unknown subcommand %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	reg := kinds.Registry()
+	cfg, err := config.Load(*path, reg.Kinds())
+	if err != nil {
+		fmt.Fprintf(stderr, "worker: %s: %v\n", *path, err)
+		return 1
+	}
+	log := logging.New(cfg.Log, stderr)
+	store.SetDriverLogger(log)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// A second signal exits at once. Nothing is lost: a transaction not
+		// committed rolls back, and its unacked message returns to the
+		// broker.
+		<-ctx.Done()
+		stop()
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		<-sig
+		log.Warn("worker: second signal, exiting now")
+		os.Exit(1)
+	}()
+	if err := worker.Run(ctx, cfg, reg, log, worker.Options{}); err != nil {
+		log.Error("worker: stopped with error", "error", err)
+		return 1
+	}
+	return 0
+}

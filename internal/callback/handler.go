@@ -1,0 +1,100 @@
+package callback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"gorm.io/gorm"
+)
+
+// Handler processes one callback of its kind inside the worker's
+// transaction. It updates the business tables through tx and writes the
+// downstream notifications through out; both commit together with the
+// callback's SUCCESS, or not at all.
+//
+// A Handler must be idempotent: the same callback may come again (a broker
+// redelivery after a crash, an operator's replay) and must then change
+// nothing and write no new notification.
+//
+// The error says what happens next: nil is SUCCESS; Permanent(err) sends the
+// callback to FAILED at once; any other error is retried with backoff until
+// the source's max_attempts, then FAILED.
+type Handler interface {
+	Handle(ctx context.Context, tx *gorm.DB, cb *Log, out Outbox) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, tx *gorm.DB, cb *Log, out Outbox) error
+
+// Handle implements Handler.
+func (f HandlerFunc) Handle(ctx context.Context, tx *gorm.DB, cb *Log, out Outbox) error {
+	return f(ctx, tx, cb, out)
+}
+
+// Message is one downstream notification.
+type Message struct {
+	// RoutingKey on the <prefix>.downstream topic exchange, e.g.
+	// "warehouse.ship".
+	RoutingKey string
+	// Payload is marshalled to JSON.
+	Payload any
+}
+
+// Outbox takes a handler's notifications into its transaction.
+type Outbox interface {
+	Add(ctx context.Context, msg Message) error
+}
+
+// PermanentError marks a failure that no retry can fix (the order does not
+// exist, the amount is wrong, the payload can never parse).
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err so the callback goes to FAILED without retries.
+func Permanent(err error) error { return &PermanentError{Err: err} }
+
+// Permanentf is Permanent(fmt.Errorf(format, args...)).
+func Permanentf(format string, args ...any) error { return Permanent(fmt.Errorf(format, args...)) }
+
+// IsPermanent reports whether err (or what it wraps) is permanent.
+func IsPermanent(err error) bool {
+	var p *PermanentError
+	return errors.As(err, &p)
+}
+
+// Registry maps kinds to their handlers.
+type Registry struct {
+	handlers map[string]Handler
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{handlers: map[string]Handler{}} }
+
+// Register adds the handler of kind. Registering a kind twice panics: it is
+// a wiring mistake.
+func (r *Registry) Register(kind string, h Handler) {
+	if _, dup := r.handlers[kind]; dup {
+		panic("callback: kind registered twice: " + kind)
+	}
+	r.handlers[kind] = h
+}
+
+// Handler returns the handler of kind.
+func (r *Registry) Handler(kind string) (Handler, bool) {
+	h, ok := r.handlers[kind]
+	return h, ok
+}
+
+// Kinds lists the registered kinds, sorted.
+func (r *Registry) Kinds() []string {
+	out := make([]string, 0, len(r.handlers))
+	for k := range r.handlers {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

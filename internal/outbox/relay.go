@@ -1,0 +1,177 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"callgate/internal/downstream"
+)
+
+// RelayConfig configures a Relay.
+type RelayConfig struct {
+	// Interval between passes. Default 1s.
+	Interval time.Duration
+	// MinAge leaves younger rows to the fast path. Default 5s.
+	MinAge time.Duration
+	// BatchSize rows are claimed per transaction. Default 100.
+	BatchSize int
+}
+
+// Relay defaults.
+const (
+	RelayIntervalDefault  = time.Second
+	RelayMinAgeDefault    = 5 * time.Second
+	RelayBatchSizeDefault = 100
+)
+
+// WithDefaults fills unset fields.
+func (c RelayConfig) WithDefaults() RelayConfig {
+	if c.Interval <= 0 {
+		c.Interval = RelayIntervalDefault
+	}
+	if c.MinAge <= 0 {
+		c.MinAge = RelayMinAgeDefault
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = RelayBatchSizeDefault
+	}
+	return c
+}
+
+// Relay publishes what the fast path left behind: PENDING rows older than
+// MinAge, claimed in small batches with FOR UPDATE SKIP LOCKED so that
+// several relays (several workers) never take the same row in the same
+// pass. A crash between publish and mark leads to a re-send, never a loss.
+type Relay struct {
+	cfg  RelayConfig
+	db   *gorm.DB
+	pub  Publisher
+	log  *slog.Logger
+	stop context.CancelFunc
+	done chan struct{}
+	once sync.Once
+	// OnBatch, if set, is called after each batch with the rows sent.
+	OnBatch func(sent int)
+}
+
+// NewRelay returns a Relay; Start runs it.
+func NewRelay(cfg RelayConfig, db *gorm.DB, pub Publisher, log *slog.Logger) *Relay {
+	return &Relay{cfg: cfg.WithDefaults(), db: db, pub: pub, log: log}
+}
+
+// Start runs the relay loop in the background and returns at once.
+func (r *Relay) Start(ctx context.Context) error {
+	ctx, r.stop = context.WithCancel(ctx)
+	r.done = make(chan struct{})
+	go func() {
+		defer close(r.done)
+		t := time.NewTicker(r.cfg.Interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := r.RunOnce(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				r.log.Warn("relay: pass failed", "error", err)
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop ends the loop and waits for it; safe to call twice.
+func (r *Relay) Stop() {
+	r.once.Do(func() {
+		if r.stop != nil {
+			r.stop()
+			<-r.done
+		}
+	})
+}
+
+// RunOnce drains batches until one comes back short, and returns how many
+// rows it sent.
+func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	total := 0
+	for ctx.Err() == nil {
+		claimed, sent, err := r.batch(ctx)
+		total += sent
+		if err != nil {
+			return total, err
+		}
+		if r.OnBatch != nil && claimed > 0 {
+			r.OnBatch(sent)
+		}
+		if claimed < r.cfg.BatchSize || sent < claimed {
+			return total, nil
+		}
+		// A little air between batches for the fast path's transactions.
+		time.Sleep(time.Duration(rand.IntN(10)) * time.Millisecond)
+	}
+	return total, ctx.Err()
+}
+
+func (r *Relay) batch(ctx context.Context) (claimed, sent int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err = r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var rows []Row
+		cutoff := time.Now().UTC().Add(-r.cfg.MinAge)
+		err := tx.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
+			Where("status = ? AND created_at <= ?", StatusPending, cutoff).
+			Order("id").Limit(r.cfg.BatchSize).Find(&rows).Error
+		if err != nil {
+			return fmt.Errorf("error claiming outbox rows: %w", err)
+		}
+		claimed = len(rows)
+		if claimed == 0 {
+			return nil
+		}
+		msgs := make([]downstream.Message, len(rows))
+		for i, row := range rows {
+			msgs[i] = row.Message()
+		}
+		acked, perr := r.pub.Publish(ctx, msgs)
+		var ok, failed []int64
+		for i, a := range acked {
+			if a {
+				ok = append(ok, rows[i].ID)
+			} else {
+				failed = append(failed, rows[i].ID)
+			}
+		}
+		now := time.Now().UTC()
+		if len(ok) > 0 {
+			if err := tx.Model(&Row{}).Where("id IN ?", ok).
+				Updates(map[string]any{"status": StatusSent, "sent_at": now, "attempts": gorm.Expr("attempts + 1")}).Error; err != nil {
+				return fmt.Errorf("error marking outbox rows sent: %w", err)
+			}
+		}
+		if len(failed) > 0 {
+			reason := "not confirmed by the broker"
+			if perr != nil {
+				reason = perr.Error()
+			}
+			if err := tx.Model(&Row{}).Where("id IN ?", failed).
+				Updates(map[string]any{"attempts": gorm.Expr("attempts + 1"), "last_error": reason}).Error; err != nil {
+				return fmt.Errorf("error recording outbox failures: %w", err)
+			}
+		}
+		sent = len(ok)
+		return nil
+	})
+	if err == nil && sent > 0 {
+		r.log.Debug("relay: published batch", "count", sent)
+	}
+	return claimed, sent, err
+}

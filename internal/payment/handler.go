@@ -1,0 +1,126 @@
+// Package payment is the demo handler of payment callbacks: it marks an
+// order PAID and tells the warehouse to ship it and the loyalty system to
+// add points. It is an example of a callback.Handler: it runs inside the
+// worker's transaction, is idempotent, and says through its error whether a
+// failure is worth retrying.
+package payment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"callgate/internal/callback"
+)
+
+// Routing keys of the notifications this handler writes.
+const (
+	RoutingWarehouseShip = "warehouse.ship"
+	RoutingPointsAdd     = "points.add"
+)
+
+// Payment statuses of orders.payment_status.
+const (
+	OrderUnpaid = "UNPAID"
+	OrderPaid   = "PAID"
+	// OrderPaymentFailed: the platform reported a failed payment for an
+	// unpaid order; a later successful payment still pays it.
+	OrderPaymentFailed = "FAILED"
+)
+
+// Order is one orders row.
+type Order struct {
+	OrderCode     string     `gorm:"column:order_code;primaryKey"`
+	UserID        int64      `gorm:"column:user_id"`
+	Amount        int64      `gorm:"column:amount"`
+	PaymentStatus string     `gorm:"column:payment_status"`
+	PaymentNo     *string    `gorm:"column:payment_no"`
+	PaidAt        *time.Time `gorm:"column:paid_at"`
+}
+
+// TableName tells gorm the table.
+func (Order) TableName() string { return "orders" }
+
+// Payload is what a payment platform sends.
+type Payload struct {
+	OrderCode string    `json:"orderCode"`
+	PaymentNo string    `json:"paymentNo"`
+	Amount    int64     `json:"amount"`
+	Status    string    `json:"status"`
+	PaidAt    time.Time `json:"paidAt"`
+}
+
+// Handler processes payment callbacks.
+type Handler struct{}
+
+var _ callback.Handler = Handler{}
+
+// Errors operators see in last_error.
+var (
+	ErrOrderNotFound  = errors.New("order not found")
+	ErrAmountMismatch = errors.New("amount mismatch")
+	ErrPaidByAnother  = errors.New("order already paid by another payment")
+)
+
+// Handle implements callback.Handler.
+func (Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
+	var p Payload
+	if err := callback.DecodePayload(cb.Payload, &p); err != nil {
+		return err
+	}
+	if p.OrderCode == "" || p.PaymentNo == "" {
+		return callback.Permanentf("invalid payload: orderCode and paymentNo are required")
+	}
+	if p.Status != "SUCCESS" && p.Status != "FAILED" {
+		return callback.Permanentf("invalid payload: status %q is not SUCCESS or FAILED", p.Status)
+	}
+
+	var o Order
+	err := tx.WithContext(ctx).Clauses(clause.Locking{Strength: "UPDATE"}).Take(&o, "order_code = ?", p.OrderCode).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return callback.Permanent(ErrOrderNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("error loading order %s: %w", p.OrderCode, err)
+	}
+	if p.Amount != o.Amount {
+		return callback.Permanent(fmt.Errorf("%w: callback %d, order %d", ErrAmountMismatch, p.Amount, o.Amount))
+	}
+
+	if o.PaymentStatus == OrderPaid {
+		if o.PaymentNo != nil && *o.PaymentNo == p.PaymentNo {
+			return nil // the same payment again: already applied
+		}
+		if p.Status == "FAILED" {
+			return nil // a failed attempt of another payment changes nothing
+		}
+		return callback.Permanent(ErrPaidByAnother)
+	}
+
+	if p.Status == "FAILED" {
+		return tx.WithContext(ctx).Model(&o).Update("payment_status", OrderPaymentFailed).Error
+	}
+
+	paidAt := p.PaidAt
+	if paidAt.IsZero() {
+		paidAt = cb.ReceivedAt
+	}
+	err = tx.WithContext(ctx).Model(&o).Updates(map[string]any{
+		"payment_status": OrderPaid,
+		"payment_no":     p.PaymentNo,
+		"paid_at":        paidAt.UTC(),
+	}).Error
+	if err != nil {
+		return fmt.Errorf("error marking order %s paid: %w", p.OrderCode, err)
+	}
+	if err := out.Add(ctx, callback.Message{RoutingKey: RoutingWarehouseShip, Payload: map[string]any{"orderCode": o.OrderCode}}); err != nil {
+		return err
+	}
+	return out.Add(ctx, callback.Message{RoutingKey: RoutingPointsAdd, Payload: map[string]any{
+		"orderCode": o.OrderCode, "userId": o.UserID, "amount": o.Amount,
+	}})
+}

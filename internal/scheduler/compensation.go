@@ -1,0 +1,98 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"callgate/internal/broker"
+	"callgate/internal/callback"
+	"callgate/internal/tracing"
+)
+
+// Announcer queues a log id for the workers without blocking.
+type Announcer interface {
+	Announce(an broker.Announcement) bool
+}
+
+// Compensation announces PENDING callbacks that are due by next_attempt_at:
+// retries whose backoff has passed (the retry mechanism), and callbacks
+// whose announcement was lost or never sent (the gateway sets
+// next_attempt_at = received_at + threshold). Claiming pushes
+// next_attempt_at a threshold ahead, so a callback is announced again only
+// if it is still not processed then.
+//
+// Why a due-time scan rather than RabbitMQ TTL retry queues: the row in
+// MySQL is already the source of truth, a scan also catches announcements
+// the broker never got, per-message TTLs only expire at the head of a queue
+// (a 10-minute delay would hold a 5-second one behind it), and operators can
+// see and change next_attempt_at. The cost is one indexed range scan per
+// interval.
+type Compensation struct {
+	DB        *gorm.DB
+	Announcer Announcer
+	Threshold time.Duration
+	BatchSize int
+	Log       *slog.Logger
+}
+
+// RunOnce announces every due callback, batch by batch, oldest due first,
+// and returns how many it announced.
+func (c *Compensation) RunOnce(ctx context.Context) (int, error) {
+	total := 0
+	for ctx.Err() == nil {
+		n, full, err := c.batch(ctx)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < c.BatchSize || full {
+			break
+		}
+	}
+	if total > 0 {
+		c.Log.Info("compensation: announced due callbacks", "count", total)
+	}
+	return total, nil
+}
+
+func (c *Compensation) batch(ctx context.Context) (announced int, bufferFull bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var due []callback.Log
+	now := time.Now().UTC()
+	err = c.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		err := tx.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
+			Select("id", "kind", "trace_id").
+			Where("status = ? AND next_attempt_at <= ?", callback.StatusPending, now).
+			Order("next_attempt_at").Limit(c.BatchSize).Find(&due).Error
+		if err != nil {
+			return fmt.Errorf("error claiming due callbacks: %w", err)
+		}
+		if len(due) == 0 {
+			return nil
+		}
+		ids := make([]int64, len(due))
+		for i, d := range due {
+			ids[i] = d.ID
+		}
+		return tx.Model(&callback.Log{}).Where("id IN ?", ids).Update("next_attempt_at", now.Add(c.Threshold)).Error
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	for i := range due {
+		an := broker.Announcement{LogID: due[i].ID, Kind: due[i].Kind, TraceParent: tracing.TraceParentFromID(due[i].TraceID)}
+		if !c.Announcer.Announce(an) {
+			// The rest stays due a threshold from now; stop claiming more.
+			bufferFull = true
+			break
+		}
+		announced++
+	}
+	return announced, bufferFull, nil
+}

@@ -1,0 +1,61 @@
+// Package scheduler runs the worker's periodic jobs on gocron: the
+// compensation scan that announces due callbacks (retries and lost
+// announcements). Each job is written so that running it twice at once is
+// harmless (rows are claimed with SKIP LOCKED).
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/go-co-op/gocron/v2"
+)
+
+// Job is one periodic job.
+type Job struct {
+	Name     string
+	Interval time.Duration
+	Run      func(ctx context.Context) error
+}
+
+// Scheduler wraps gocron.
+type Scheduler struct {
+	s   gocron.Scheduler
+	log *slog.Logger
+}
+
+// New builds a scheduler with jobs; Start runs them.
+func New(log *slog.Logger, jobs []Job, opts ...gocron.SchedulerOption) (*Scheduler, error) {
+	opts = append([]gocron.SchedulerOption{gocron.WithStopTimeout(10 * time.Second)}, opts...)
+	s, err := gocron.NewScheduler(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("error creating scheduler: %w", err)
+	}
+	for _, j := range jobs {
+		run := j.Run
+		name := j.Name
+		_, err := s.NewJob(
+			gocron.DurationJob(j.Interval),
+			gocron.NewTask(func(ctx context.Context) {
+				if err := run(ctx); err != nil && ctx.Err() == nil {
+					log.Warn("scheduler: job failed", "job", name, "error", err)
+				}
+			}),
+			gocron.WithName(name),
+			gocron.WithSingletonMode(gocron.LimitModeReschedule),
+			gocron.WithStartAt(gocron.WithStartImmediately()),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("error adding job %s: %w", name, err)
+		}
+	}
+	return &Scheduler{s: s, log: log}, nil
+}
+
+// Start runs the jobs in the background.
+func (s *Scheduler) Start() { s.s.Start() }
+
+// Stop stops the jobs, waiting for running ones (bounded).
+func (s *Scheduler) Stop() error { return s.s.Shutdown() }

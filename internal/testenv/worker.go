@@ -1,0 +1,96 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+
+	"callgate/internal/config"
+	"callgate/internal/kinds"
+	"callgate/internal/worker"
+)
+
+// Worker is a worker running in-process.
+type Worker struct {
+	stop context.CancelFunc
+	done chan error
+}
+
+// StartWorker runs the whole worker (consumers, relay, compensation) from
+// cfg until the test ends. opts may swap the handlers or set test hooks.
+func StartWorker(t testing.TB, cfg *config.Config, opts worker.Options) *Worker {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Worker{stop: cancel, done: make(chan error, 1)}
+	log := Logger(t, cfg)
+	go func() { w.done <- worker.Run(ctx, cfg, kinds.Registry(), log, opts) }()
+	t.Cleanup(func() { _ = w.Stop() })
+	return w
+}
+
+// Stop shuts the worker down gracefully and returns Run's error.
+func (w *Worker) Stop() error {
+	w.stop()
+	select {
+	case err, ok := <-w.done:
+		if ok {
+			close(w.done)
+		}
+		return err
+	case <-time.After(60 * time.Second):
+		return context.DeadlineExceeded
+	}
+}
+
+// Downstream binds a test queue to <prefix>.downstream for every routing
+// key, as a subscribing team would, and returns it.
+func Downstream(t testing.TB, cfg *config.Config) *Queue {
+	t.Helper()
+	name := cfg.AMQP.Prefix + ".downstream.test"
+	q := OpenQueue(t, name)
+	ch := q.Channel()
+	require.NoError(t, ch.ExchangeDeclare(cfg.AMQP.Prefix+".downstream", amqp.ExchangeTopic, true, false, false, false, nil))
+	_, err := ch.QueueDeclare(name, true, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.QueueBind(name, "#", cfg.AMQP.Prefix+".downstream", false, nil))
+	return q
+}
+
+// CreateOrders inserts n UNPAID orders ORD-<prefix>-<i> of amount 1000+i
+// for user 100+i and returns their codes.
+func CreateOrders(t testing.TB, cfg *config.Config, prefix string, n int) []string {
+	t.Helper()
+	st := Store(t, cfg)
+	codes := make([]string, n)
+	const chunk = 500
+	for start := 0; start < n; start += chunk {
+		end := min(start+chunk, n)
+		q := "INSERT INTO orders (order_code, user_id, amount) VALUES "
+		args := []any{}
+		for i := start; i < end; i++ {
+			codes[i] = fmt.Sprintf("ORD-%s-%d", prefix, i)
+			if i > start {
+				q += ","
+			}
+			q += "(?, ?, ?)"
+			args = append(args, codes[i], 100+i, 1000+i)
+		}
+		_, err := st.SQL.Exec(q, args...)
+		require.NoError(t, err)
+	}
+	return codes
+}
+
+// Publish puts a raw announcement on a kind's queue, as the gateway would.
+func Publish(t testing.TB, cfg *config.Config, kind string, body string) {
+	t.Helper()
+	q := OpenQueue(t, cfg.AMQP.Prefix+"."+kind)
+	err := q.Channel().Publish(cfg.AMQP.Prefix+".callbacks", kind, false, false, amqp.Publishing{
+		ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: []byte(body),
+	})
+	require.NoError(t, err)
+}

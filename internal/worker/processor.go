@@ -1,0 +1,276 @@
+package worker
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"callgate/internal/broker"
+	"callgate/internal/callback"
+	"callgate/internal/config"
+	"callgate/internal/outbox"
+	"callgate/internal/store"
+	"callgate/internal/tracing"
+)
+
+// Result says what to do with the message that carried a log id.
+type Result int
+
+const (
+	// Ack: the callback is settled for now (processed, skipped, deferred,
+	// retry scheduled, or failed); the message is done.
+	Ack Result = iota
+	// Requeue: the database is unavailable; nothing was recorded and the
+	// message goes back to the broker for later.
+	Requeue
+)
+
+// Announcer queues a log id for the workers without blocking.
+type Announcer interface {
+	Announce(an broker.Announcement) bool
+}
+
+// Processor runs one callback in its own transaction.
+type Processor struct {
+	DB       *gorm.DB
+	Registry *callback.Registry
+	// Retry holds each source's retry policy, by source name.
+	Retry map[string]config.Retry
+	// Exchange is the downstream exchange outbox rows go to.
+	Exchange string
+	// Publisher publishes outbox rows after commit.
+	Publisher outbox.Publisher
+	// Announcer wakes the next callback of a key.
+	Announcer Announcer
+	// ReannounceAfter is the safety net of a deferred callback.
+	ReannounceAfter time.Duration
+	// HandlerTimeout bounds the transaction.
+	HandlerTimeout time.Duration
+	WorkerID       string
+	Log            *slog.Logger
+	// Hooks lets tests stop the process at a chosen point (fault tests).
+	Hooks Hooks
+}
+
+// Hooks are test seams around the commit; nil ones are skipped.
+type Hooks struct {
+	AfterCommit func(logID int64)
+}
+
+// Sentinels of the locked read.
+var (
+	errNotFound = errors.New("callback log not found")
+	errTerminal = errors.New("callback already terminal")
+	errDeferred = errors.New("an earlier callback of the same key is not finished")
+)
+
+// Process handles one log id. It never returns an error: every outcome is
+// recorded in the database, and the Result tells the caller whether to ack.
+func (p *Processor) Process(ctx context.Context, logID int64) Result {
+	started := time.Now().UTC()
+	var (
+		cb        callback.Log
+		rows      []outbox.Row
+		handleErr error
+	)
+	tctx, cancel := context.WithTimeout(ctx, p.HandlerTimeout)
+	defer cancel()
+	err := p.DB.WithContext(tctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&cb, logID).Error; err != nil {
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				return errNotFound
+			}
+			return err
+		}
+		if cb.Status.Terminal() {
+			return errTerminal
+		}
+		ctx := tracing.FromTraceParent(tctx, traceParentOf(&cb))
+		// Per-key ordering: only the earliest unfinished callback of a key
+		// runs. Later ones are deferred and woken when it settles, so one
+		// key is sequential while other keys run in parallel. This holds
+		// across processes: the check and the row lock are in MySQL.
+		var earlier int64
+		err := tx.Raw(`SELECT id FROM callback_log WHERE business_key = ? AND kind = ? AND id < ? AND status = 'PENDING' LIMIT 1`,
+			cb.BusinessKey, cb.Kind, cb.ID).Scan(&earlier).Error
+		if err != nil {
+			return err
+		}
+		if earlier != 0 {
+			return errDeferred
+		}
+
+		h, ok := p.Registry.Handler(cb.Kind)
+		if !ok {
+			handleErr = callback.Permanentf("no handler for kind %q", cb.Kind)
+			return handleErr
+		}
+		w := outbox.NewWriter(tx, p.Exchange, &cb, tracing.TraceParent(ctx), started)
+		handleErr = safeHandle(ctx, h, tx, &cb, w)
+		if handleErr != nil {
+			return handleErr
+		}
+		finished := time.Now().UTC()
+		res := tx.Model(&callback.Log{}).Where("id = ?", cb.ID).Updates(map[string]any{
+			"status": callback.StatusSuccess, "attempts": cb.Attempts + 1, "processed_at": finished, "last_error": nil,
+		})
+		if res.Error != nil {
+			return res.Error
+		}
+		if err := tx.Create(&callback.Attempt{LogID: cb.ID, Attempt: cb.Attempts + 1, StartedAt: started,
+			FinishedAt: finished, Outcome: callback.OutcomeSuccess, WorkerID: p.WorkerID}).Error; err != nil {
+			return err
+		}
+		rows = w.Rows()
+		return nil
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+
+	log := p.Log.With("log_id", logID)
+	lctx := tracing.FromTraceParent(ctx, traceParentOf(&cb))
+	switch {
+	case err == nil:
+		if p.Hooks.AfterCommit != nil {
+			p.Hooks.AfterCommit(logID)
+		}
+		if _, perr := outbox.Deliver(ctx, p.DB, p.Publisher, rows); perr != nil {
+			log.WarnContext(lctx, "worker: outbox left for the relay", "error", perr)
+		}
+		p.wakeNext(ctx, &cb)
+		log.DebugContext(lctx, "worker: callback processed", "kind", cb.Kind, "messages", len(rows))
+		return Ack
+	case errors.Is(err, errNotFound):
+		log.WarnContext(lctx, "worker: no such callback, dropping message")
+		return Ack
+	case errors.Is(err, errTerminal):
+		log.DebugContext(lctx, "worker: callback already settled", "status", cb.Status)
+		return Ack
+	case errors.Is(err, errDeferred):
+		p.deferCallback(ctx, &cb)
+		return Ack
+	}
+	cause := handleErr
+	if cause == nil {
+		cause = err // our own queries failed (lock, update, commit)
+	}
+	if !callback.IsPermanent(cause) && (store.IsUnavailable(cause) || store.IsUnavailable(err)) {
+		// Not the callback's fault: record nothing and let the broker
+		// redeliver once the database is back.
+		log.WarnContext(lctx, "worker: database unavailable, message requeued", "error", cause)
+		return Requeue
+	}
+	return p.recordFailure(ctx, lctx, &cb, started, cause)
+}
+
+// recordFailure writes the failed attempt in its own short transaction:
+// FAILED at once for a permanent error or the last attempt, otherwise
+// PENDING with next_attempt_at set from the source's backoff, for the
+// compensation job to announce when it is due.
+func (p *Processor) recordFailure(ctx, lctx context.Context, cb *callback.Log, started time.Time, cause error) Result {
+	retry, ok := p.Retry[cb.Source]
+	if !ok { // a source removed from the config since the callback came in
+		retry = config.Retry{MaxAttempts: config.RetryMaxAttemptsDefault, Initial: config.RetryInitialDefault, Max: config.RetryMaxDefault}
+	}
+	attempt := cb.Attempts + 1
+	finished := time.Now().UTC()
+	msg := truncate(cause.Error(), 4000)
+	outcome := callback.OutcomeRetry
+	updates := map[string]any{"attempts": attempt, "last_error": msg}
+	if callback.IsPermanent(cause) || attempt >= retry.MaxAttempts {
+		outcome = callback.OutcomeFailed
+		updates["status"] = callback.StatusFailed
+		updates["processed_at"] = finished
+	} else {
+		updates["next_attempt_at"] = finished.Add(Backoff(retry, attempt))
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var stale bool
+	err := p.DB.WithContext(wctx).Transaction(func(tx *gorm.DB) error {
+		// Only if nobody settled the callback meanwhile (a duplicate
+		// delivery running at the same time).
+		res := tx.Model(&callback.Log{}).Where("id = ? AND status = ? AND attempts = ?", cb.ID, callback.StatusPending, cb.Attempts).Updates(updates)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			stale = true
+			return nil
+		}
+		return tx.Create(&callback.Attempt{LogID: cb.ID, Attempt: attempt, StartedAt: started, FinishedAt: finished,
+			Outcome: outcome, Error: &msg, WorkerID: p.WorkerID}).Error
+	})
+	log := p.Log.With("log_id", cb.ID, "source", cb.Source, "attempt", attempt)
+	if err != nil {
+		log.WarnContext(lctx, "worker: could not record failed attempt, message requeued", "error", err, "cause", msg)
+		return Requeue
+	}
+	if stale {
+		log.InfoContext(lctx, "worker: callback settled by another delivery meanwhile", "cause", msg)
+		return Ack
+	}
+	if outcome == callback.OutcomeFailed {
+		log.WarnContext(lctx, "worker: callback FAILED", "error", msg)
+		p.wakeNext(ctx, cb)
+	} else {
+		log.InfoContext(lctx, "worker: attempt failed, will retry", "error", msg, "next_attempt_at", updates["next_attempt_at"])
+	}
+	return Ack
+}
+
+// deferCallback leaves a callback that must wait for an earlier one of its
+// key. The earlier one wakes it when it settles; next_attempt_at is the
+// safety net should that wake-up be lost.
+func (p *Processor) deferCallback(ctx context.Context, cb *callback.Log) {
+	due := time.Now().UTC().Add(p.ReannounceAfter)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := p.DB.WithContext(wctx).Model(&callback.Log{}).
+		Where("id = ? AND status = ? AND next_attempt_at < ?", cb.ID, callback.StatusPending, due).
+		Update("next_attempt_at", due).Error
+	if err != nil {
+		p.Log.Warn("worker: could not push back a deferred callback", "log_id", cb.ID, "error", err)
+	}
+}
+
+// wakeNext announces the next unfinished callback of cb's key, which may
+// have been deferred while cb ran.
+func (p *Processor) wakeNext(ctx context.Context, cb *callback.Log) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var next callback.Log
+	err := p.DB.WithContext(wctx).Select("id", "kind", "trace_id").
+		Where("business_key = ? AND kind = ? AND id > ? AND status = ?", cb.BusinessKey, cb.Kind, cb.ID, callback.StatusPending).
+		Order("id").Limit(1).Find(&next).Error
+	if err != nil || next.ID == 0 {
+		return
+	}
+	p.Announcer.Announce(broker.Announcement{LogID: next.ID, Kind: next.Kind, TraceParent: traceParentOf(&next)})
+}
+
+// safeHandle runs the handler, turning a panic into a permanent failure:
+// a handler that panics on a callback will panic again.
+func safeHandle(ctx context.Context, h callback.Handler, tx *gorm.DB, cb *callback.Log, out callback.Outbox) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = callback.Permanentf("handler panic: %v\n%s", r, truncate(string(debug.Stack()), 2000))
+		}
+	}()
+	return h.Handle(ctx, tx, cb, out)
+}
+
+// traceParentOf continues the stored trace, so the worker's logs and the
+// downstream messages carry the platform's trace id.
+func traceParentOf(cb *callback.Log) string { return tracing.TraceParentFromID(cb.TraceID) }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

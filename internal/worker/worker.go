@@ -1,0 +1,162 @@
+// Package worker is the processing side of callgate: it consumes the log
+// ids the gateway announced, one consumer per kind, runs each callback's
+// handler in its own transaction with idempotency and per-key ordering,
+// records every attempt, publishes the outbox after commit, and runs the
+// relay and the compensation job that make nothing get lost.
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"callgate/internal/broker"
+	"callgate/internal/callback"
+	"callgate/internal/config"
+	"callgate/internal/downstream"
+	"callgate/internal/outbox"
+	"callgate/internal/scheduler"
+	"callgate/internal/store"
+)
+
+// Options are what tests may change beyond the config.
+type Options struct {
+	// Registry replaces the kinds' handlers (tests use their own).
+	Registry *callback.Registry
+	// Hooks are test seams in the processor.
+	Hooks Hooks
+}
+
+// announceDrain bounds how long a stopping worker keeps publishing the
+// wake-ups and re-announcements it queued.
+const announceDrain = 3 * time.Second
+
+// Run wires the worker process from cfg and runs until ctx ends. Shutdown:
+// stop consuming, let in-flight callbacks finish (up to
+// worker.shutdown_timeout, then cancel them; their messages go back to the
+// broker), stop the scheduler and relay, close the broker, then the
+// database.
+func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *slog.Logger, opts Options) error {
+	if opts.Registry != nil {
+		reg = opts.Registry
+	}
+	st, err := store.Open(cfg.MySQL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	workerID := cfg.Worker.ID
+	if workerID == "" {
+		host, _ := os.Hostname()
+		workerID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	log = log.With("worker_id", workerID)
+
+	topo := broker.Topology{Prefix: cfg.AMQP.Prefix, Kinds: reg.Kinds(), Quorum: cfg.AMQP.QueueType == config.QueueTypeQuorum}
+	conn := broker.NewConnection(broker.ConnectionConfig{
+		URL:          cfg.AMQP.URL,
+		Name:         "callgate-worker " + workerID,
+		ReconnectMin: cfg.AMQP.ReconnectMin,
+		ReconnectMax: cfg.AMQP.ReconnectMax,
+		Setup:        topo.Declare,
+	}, log)
+	connCtx, stopConn := context.WithCancel(context.WithoutCancel(ctx))
+	connDone := make(chan struct{})
+	go func() { defer close(connDone); conn.Run(connCtx) }()
+	defer func() { stopConn(); <-connDone }()
+
+	ann := broker.NewAnnouncer(broker.AnnouncerConfig{
+		Exchange: topo.CallbacksExchange(),
+		Buffer:   cfg.AMQP.AnnounceBuffer,
+		Window:   cfg.AMQP.ConfirmWindow,
+		AppID:    "callgate-worker",
+	}, conn, log)
+	annCtx, stopAnn := context.WithCancel(context.WithoutCancel(ctx))
+	go ann.Run(annCtx, announceDrain)
+	defer func() { stopAnn(); <-ann.Done() }()
+
+	pub := downstream.NewPublisher(conn, "callgate-worker")
+	defer pub.Close()
+
+	retry := make(map[string]config.Retry, len(cfg.Sources))
+	for _, s := range cfg.Sources {
+		retry[s.Name] = s.Retry
+	}
+	proc := &Processor{
+		DB:              st.DB,
+		Registry:        reg,
+		Retry:           retry,
+		Exchange:        topo.DownstreamExchange(),
+		Publisher:       pub,
+		Announcer:       ann,
+		ReannounceAfter: cfg.Scheduler.Compensation.Threshold,
+		HandlerTimeout:  cfg.Worker.HandlerTimeout,
+		WorkerID:        workerID,
+		Log:             log,
+		Hooks:           opts.Hooks,
+	}
+
+	relay := outbox.NewRelay(outbox.RelayConfig{
+		Interval:  cfg.Scheduler.OutboxRelay.Interval,
+		MinAge:    cfg.Scheduler.OutboxRelay.MinAge,
+		BatchSize: cfg.Scheduler.OutboxRelay.BatchSize,
+	}, st.DB, pub, log)
+	if err := relay.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	defer relay.Stop()
+
+	comp := &scheduler.Compensation{
+		DB:        st.DB,
+		Announcer: ann,
+		Threshold: cfg.Scheduler.Compensation.Threshold,
+		BatchSize: cfg.Scheduler.Compensation.BatchSize,
+		Log:       log,
+	}
+	sched, err := scheduler.New(log, []scheduler.Job{{
+		Name:     "compensation",
+		Interval: cfg.Scheduler.Compensation.Interval,
+		Run: func(ctx context.Context) error {
+			_, err := comp.RunOnce(ctx)
+			return err
+		},
+	}})
+	if err != nil {
+		return err
+	}
+	sched.Start()
+	defer func() { _ = sched.Stop() }()
+
+	// In-flight callbacks run under workCtx, which is cancelled only when
+	// the shutdown grace has passed.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	var consumers sync.WaitGroup
+	for _, kind := range reg.Kinds() {
+		kw := cfg.KindWorker(kind)
+		c := &consumer{
+			kind: kind, queue: topo.Queue(kind), prefetch: kw.Prefetch, concurrency: kw.Concurrency,
+			conn: conn, proc: proc, log: log, tag: "callgate-worker-" + kind + "-" + workerID,
+		}
+		consumers.Go(func() { c.run(ctx, workCtx) })
+	}
+	log.Info("worker: started", "kinds", reg.Kinds())
+
+	<-ctx.Done()
+	log.Info("worker: stopping, waiting for in-flight callbacks", "timeout", cfg.Worker.ShutdownTimeout.String())
+	done := make(chan struct{})
+	go func() { consumers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(cfg.Worker.ShutdownTimeout):
+		log.Warn("worker: shutdown timeout, cancelling in-flight callbacks (their messages return to the broker)")
+		cancelWork()
+		<-done
+	}
+	log.Info("worker: stopped")
+	return nil
+}
