@@ -381,4 +381,3 @@ func TestOutboxRelayDeliversWhatTheFastPathCouldNot(t *testing.T) {
 		return pending == 0
 	})
 }
-
