@@ -11,8 +11,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
+	"sync/atomic"
 	"syscall"
 
 	"callgate/internal/config"
@@ -64,9 +67,38 @@ func run(args []string, stderr io.Writer) int {
 		log.Warn("worker: second signal, exiting now")
 		os.Exit(1)
 	}()
-	if err := worker.Run(ctx, cfg, reg, log, worker.Options{}); err != nil {
+	if err := worker.Run(ctx, cfg, reg, log, worker.Options{Hooks: faultHooks(log)}); err != nil {
 		log.Error("worker: stopped with error", "error", err)
 		return 1
 	}
 	return 0
+}
+
+// faultHooks reads the fault-injection switches the fault tests use to kill
+// this process at the worst moments. Unset (always, in production) they do
+// nothing:
+//
+//	CALLGATE_FAULT_KILL_AFTER_COMMIT=N  SIGKILL right after the N-th commit,
+//	                                    before the outbox publish and the ack
+//	CALLGATE_FAULT_KILL_BEFORE_ACK=N    SIGKILL after the N-th callback's
+//	                                    outbox publish, before its ack
+func faultHooks(log *slog.Logger) worker.Hooks {
+	killAfter := func(env string) func(int64) {
+		n, err := strconv.Atoi(os.Getenv(env))
+		if err != nil || n <= 0 {
+			return nil
+		}
+		var count atomic.Int64
+		return func(logID int64) {
+			if count.Add(1) == int64(n) {
+				log.Warn("worker: fault injection, killing myself", "switch", env, "log_id", logID)
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {}
+			}
+		}
+	}
+	return worker.Hooks{
+		AfterCommit: killAfter("CALLGATE_FAULT_KILL_AFTER_COMMIT"),
+		BeforeAck:   killAfter("CALLGATE_FAULT_KILL_BEFORE_ACK"),
+	}
 }

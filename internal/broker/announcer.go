@@ -68,10 +68,14 @@ func (a *Announcer) Announce(an Announcement) bool {
 	}
 }
 
-// Stats reports confirmed, dropped (buffer full) and not-acked publishes.
-func (a *Announcer) Stats() (published, dropped, nacked int64) {
-	return a.published.Load(), a.dropped.Load(), a.nacked.Load()
-}
+// Published counts announcements the broker confirmed.
+func (a *Announcer) Published() int64 { return a.published.Load() }
+
+// Dropped counts announcements left to compensation (buffer full).
+func (a *Announcer) Dropped() int64 { return a.dropped.Load() }
+
+// Nacked counts publishes not confirmed (requeued or dropped).
+func (a *Announcer) Nacked() int64 { return a.nacked.Load() }
 
 // Pending is the number of announcements waiting in the buffer.
 func (a *Announcer) Pending() int { return len(a.queue) }

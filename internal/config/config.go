@@ -52,8 +52,33 @@ type Config struct {
 
 // Scheduler configures the worker's background jobs.
 type Scheduler struct {
-	Compensation Compensation `koanf:"compensation"`
-	OutboxRelay  OutboxRelay  `koanf:"outbox_relay"`
+	// Lease is how long a worker holds the scheduler leadership without
+	// renewing it; when the holder dies another takes over within it.
+	// Default 15s.
+	Lease        time.Duration `koanf:"lease"`
+	Compensation Compensation  `koanf:"compensation"`
+	OutboxRelay  OutboxRelay   `koanf:"outbox_relay"`
+	Stuck        Periodic      `koanf:"stuck"`
+	Retention    Retention     `koanf:"retention"`
+	// Gauges refreshes the backlog gauges (interval only). Default 15s.
+	Gauges Periodic `koanf:"gauges"`
+}
+
+// Periodic is a job's interval and batch size.
+type Periodic struct {
+	Interval  time.Duration `koanf:"interval"`
+	BatchSize int           `koanf:"batch_size"`
+}
+
+// Retention deletes old SUCCESS callbacks and SENT outbox rows.
+type Retention struct {
+	// Interval between runs. Default 10m.
+	Interval time.Duration `koanf:"interval"`
+	// MaxAge: rows older than this go. Default 720h (30 days); 0 keeps
+	// everything. FAILED callbacks are never deleted.
+	MaxAge time.Duration `koanf:"max_age"`
+	// BatchSize rows per short transaction. Default 500.
+	BatchSize int `koanf:"batch_size"`
 }
 
 // Compensation re-announces PENDING callbacks that are due: retries whose
@@ -151,6 +176,9 @@ type Worker struct {
 	// ShutdownTimeout bounds how long in-flight callbacks may finish after
 	// SIGTERM. Default 20s.
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+	// MetricsAddr serves GET /metrics and /healthz. Default ":9090"; "off"
+	// disables it.
+	MetricsAddr string `koanf:"metrics_addr"`
 	// Kinds holds per-kind consumer settings, keyed by kind.
 	Kinds map[string]KindWorker `koanf:"kinds"`
 }
@@ -264,6 +292,12 @@ const (
 	RelayIntervalDefault         = time.Second
 	RelayMinAgeDefault           = 5 * time.Second
 	RelayBatchDefault            = 100
+	LeaseDefault                 = 15 * time.Second
+	StuckIntervalDefault         = time.Minute
+	RetentionIntervalDefault     = 10 * time.Minute
+	RetentionMaxAgeDefault       = 30 * 24 * time.Hour
+	GaugesIntervalDefault        = 15 * time.Second
+	WorkerMetricsAddrDefault     = ":9090"
 	DefaultAMQPURL               = "amqp://guest:guest@127.0.0.1:5672/"
 	DefaultMySQLDSN              = "root:@tcp(127.0.0.1:3306)/callgate"
 	LogLevelDefault              = "info"
@@ -316,6 +350,9 @@ func Parse(raw []byte, kinds []string) (*Config, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
+	}
+	if !k.Exists("scheduler.retention.max_age") {
+		cfg.Scheduler.Retention.MaxAge = RetentionMaxAgeDefault // an explicit 0 keeps everything
 	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(kinds); err != nil {
@@ -453,6 +490,27 @@ func (c Config) WithDefaults() Config {
 	if c.Scheduler.Compensation.BatchSize == 0 {
 		c.Scheduler.Compensation.BatchSize = CompensationBatchDefault
 	}
+	if c.Scheduler.Lease == 0 {
+		c.Scheduler.Lease = LeaseDefault
+	}
+	if c.Scheduler.Stuck.Interval == 0 {
+		c.Scheduler.Stuck.Interval = StuckIntervalDefault
+	}
+	if c.Scheduler.Stuck.BatchSize == 0 {
+		c.Scheduler.Stuck.BatchSize = CompensationBatchDefault
+	}
+	if c.Scheduler.Retention.Interval == 0 {
+		c.Scheduler.Retention.Interval = RetentionIntervalDefault
+	}
+	if c.Scheduler.Retention.BatchSize == 0 {
+		c.Scheduler.Retention.BatchSize = CompensationBatchDefault
+	}
+	if c.Scheduler.Gauges.Interval == 0 {
+		c.Scheduler.Gauges.Interval = GaugesIntervalDefault
+	}
+	if c.Worker.MetricsAddr == "" {
+		c.Worker.MetricsAddr = WorkerMetricsAddrDefault
+	}
 	if c.Scheduler.OutboxRelay.Interval == 0 {
 		c.Scheduler.OutboxRelay.Interval = RelayIntervalDefault
 	}
@@ -534,6 +592,12 @@ func (c Config) Validate(kinds []string) error {
 	}
 	if c.Scheduler.Compensation.Interval < 0 || c.Scheduler.Compensation.Threshold < 0 || c.Scheduler.Compensation.BatchSize < 1 {
 		bad("scheduler.compensation", "interval and threshold must be positive, batch_size at least 1")
+	}
+	if c.Scheduler.Lease < time.Second {
+		bad("scheduler.lease", "must be at least 1s")
+	}
+	if c.Scheduler.Retention.MaxAge < 0 || c.Scheduler.Retention.BatchSize < 1 || c.Scheduler.Stuck.BatchSize < 1 {
+		bad("scheduler.retention", "max_age must not be negative, batch sizes at least 1")
 	}
 	if c.Scheduler.OutboxRelay.Interval < 0 || c.Scheduler.OutboxRelay.MinAge < 0 || c.Scheduler.OutboxRelay.BatchSize < 1 {
 		bad("scheduler.outbox_relay", "interval and min_age must be positive, batch_size at least 1")

@@ -11,6 +11,7 @@ import (
 	"callgate/internal/config"
 	"callgate/internal/intake"
 	"callgate/internal/kinds"
+	"callgate/internal/metrics"
 	"callgate/internal/store"
 )
 
@@ -32,6 +33,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 	}
 	defer st.Close()
 
+	m := metrics.New("gateway")
 	topo := Topology(cfg)
 	conn := broker.NewConnection(broker.ConnectionConfig{
 		URL:          cfg.AMQP.URL,
@@ -39,6 +41,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 		ReconnectMin: cfg.AMQP.ReconnectMin,
 		ReconnectMax: cfg.AMQP.ReconnectMax,
 		Setup:        topo.Declare,
+		OnReconnect:  m.BrokerReconnects.Inc,
 	}, log)
 	connCtx, stopConn := context.WithCancel(context.WithoutCancel(ctx))
 	connDone := make(chan struct{})
@@ -51,6 +54,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 		Window:   cfg.AMQP.ConfirmWindow,
 		AppID:    "callgate-gateway",
 	}, conn, log)
+	m.ObserveAnnouncer(ann.Published, ann.Dropped, ann.Nacked)
 	annCtx, stopAnn := context.WithCancel(context.WithoutCancel(ctx))
 	go ann.Run(annCtx, announceDrain)
 	defer func() { stopAnn(); <-ann.Done() }()
@@ -59,6 +63,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 		Addr:            cfg.HTTP.Addr,
 		ShutdownTimeout: cfg.HTTP.ShutdownTimeout,
 		Log:             log,
+		Metrics:         m,
 		Intake: &intake.Handler{
 			Sources:         sources,
 			Store:           st,
@@ -67,6 +72,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 			StoreTimeout:    cfg.MySQL.IntakeTimeout,
 			ReannounceAfter: cfg.Scheduler.Compensation.Threshold,
 			Now:             time.Now,
+			Metrics:         m,
 		},
 		Ready: map[string]Pinger{
 			"mysql": st,

@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"callgate/internal/intake"
+	"callgate/internal/metrics"
 	"callgate/internal/tracing"
 )
 
@@ -35,8 +36,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	Intake          *intake.Handler
 	// Ready lists the dependencies /readyz checks, by name.
-	Ready map[string]Pinger
-	Log   *slog.Logger
+	Ready   map[string]Pinger
+	Log     *slog.Logger
+	Metrics *metrics.Metrics
 }
 
 // NewRouter builds the gin engine.
@@ -52,6 +54,7 @@ func NewRouter(cfg Config) *gin.Engine {
 	r.POST("/callbacks/:source", cfg.Intake.Callback)
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", readyz(cfg.Ready))
+	r.GET("/metrics", gin.WrapH(cfg.Metrics.Handler()))
 	return r
 }
 

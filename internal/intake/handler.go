@@ -15,6 +15,7 @@ import (
 
 	"callgate/internal/broker"
 	"callgate/internal/callback"
+	"callgate/internal/metrics"
 	"callgate/internal/store"
 	"callgate/internal/tracing"
 )
@@ -41,7 +42,8 @@ type Handler struct {
 	// callback by then, the compensation job announces it again.
 	ReannounceAfter time.Duration
 	// Now is the clock (tests set it).
-	Now func() time.Time
+	Now     func() time.Time
+	Metrics *metrics.Metrics
 }
 
 // Error reasons a caller sees. They name the problem, never internals.
@@ -54,6 +56,15 @@ const (
 
 // Callback handles POST /callbacks/:source.
 func (h *Handler) Callback(c *gin.Context) {
+	start := time.Now()
+	defer func() {
+		src := c.Param("source")
+		if _, known := h.Sources[src]; !known {
+			src = "unknown" // never a label per attacker-chosen name
+		}
+		h.Metrics.IntakeRequests.WithLabelValues(src, resultOf(c.Writer.Status(), c.GetBool(ctxDuplicate))).Inc()
+		h.Metrics.IntakeDuration.WithLabelValues(src).Observe(metrics.Since(start))
+	}()
 	ctx := c.Request.Context()
 	src, ok := h.Sources[c.Param("source")]
 	if !ok {
@@ -117,7 +128,32 @@ func (h *Handler) Callback(c *gin.Context) {
 			h.Log.WarnContext(ctx, "intake: announce buffer full, left for compensation", "log_id", res.ID, "source", src.Config.Name)
 		}
 	}
+	c.Set(ctxDuplicate, res.Duplicate)
 	h.succeed(c, src, res, eventID)
+}
+
+const ctxDuplicate = "callgate.duplicate"
+
+// resultOf names an answer for callgate_intake_requests_total.
+func resultOf(status int, duplicate bool) string {
+	switch {
+	case status == http.StatusOK && duplicate:
+		return "duplicate"
+	case status == http.StatusOK:
+		return "accepted"
+	case status == http.StatusBadRequest:
+		return "bad_request"
+	case status == http.StatusUnauthorized:
+		return "unauthorized"
+	case status == http.StatusNotFound:
+		return "unknown_source"
+	case status == http.StatusRequestEntityTooLarge:
+		return "too_large"
+	case status == http.StatusServiceUnavailable:
+		return "unavailable"
+	default:
+		return strconv.Itoa(status)
+	}
 }
 
 func readBody(r io.Reader, limit int64) ([]byte, error) {

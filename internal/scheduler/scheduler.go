@@ -1,7 +1,9 @@
-// Package scheduler runs the worker's periodic jobs on gocron: the
-// compensation scan that announces due callbacks (retries and lost
-// announcements). Each job is written so that running it twice at once is
-// harmless (rows are claimed with SKIP LOCKED).
+// Package scheduler runs the worker's periodic jobs on gocron: compensation
+// (announce due callbacks: retries and lost announcements), stuck (repair
+// impossible due times), retention (delete old SUCCESS/SENT rows) and the
+// backlog gauges. With several workers, the Elector (a MySQL lease) lets one
+// instance run the jobs per tick; each job is still harmless when run twice
+// at once (rows are claimed with SKIP LOCKED or deleted idempotently).
 package scheduler
 
 import (
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
+
+	"callgate/internal/metrics"
 )
 
 // Job is one periodic job.
@@ -26,8 +30,9 @@ type Scheduler struct {
 	log *slog.Logger
 }
 
-// New builds a scheduler with jobs; Start runs them.
-func New(log *slog.Logger, jobs []Job, opts ...gocron.SchedulerOption) (*Scheduler, error) {
+// New builds a scheduler with jobs; Start runs them. Each run counts in
+// callgate_scheduler_job_runs_total{job}.
+func New(log *slog.Logger, m *metrics.Metrics, jobs []Job, opts ...gocron.SchedulerOption) (*Scheduler, error) {
 	opts = append([]gocron.SchedulerOption{gocron.WithStopTimeout(10 * time.Second)}, opts...)
 	s, err := gocron.NewScheduler(opts...)
 	if err != nil {
@@ -39,6 +44,7 @@ func New(log *slog.Logger, jobs []Job, opts ...gocron.SchedulerOption) (*Schedul
 		_, err := s.NewJob(
 			gocron.DurationJob(j.Interval),
 			gocron.NewTask(func(ctx context.Context) {
+				m.JobRuns.WithLabelValues(name).Inc()
 				if err := run(ctx); err != nil && ctx.Err() == nil {
 					log.Warn("scheduler: job failed", "job", name, "error", err)
 				}

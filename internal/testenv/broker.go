@@ -1,11 +1,16 @@
 package testenv
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"callgate/internal/broker"
+	"callgate/internal/config"
+	"callgate/internal/kinds"
 )
 
 // Queue reads messages from one queue of the real broker, the way a
@@ -79,4 +84,24 @@ func (q *Queue) Depth() int {
 		return -1
 	}
 	return info.Messages
+}
+
+// Announcer runs a real broker connection (declaring cfg's topology) and
+// announcer until the test ends, and returns the announcer and the
+// connection.
+func Announcer(t testing.TB, cfg *config.Config) (*broker.Announcer, *broker.Connection) {
+	t.Helper()
+	topo := broker.Topology{Prefix: cfg.AMQP.Prefix, Kinds: kinds.Names()}
+	log := Logger(t, cfg)
+	conn := broker.NewConnection(broker.ConnectionConfig{URL: cfg.AMQP.URL, Name: "test", Setup: topo.Declare,
+		ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second}, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	connDone := make(chan struct{})
+	go func() { defer close(connDone); conn.Run(ctx) }()
+	ann := broker.NewAnnouncer(broker.AnnouncerConfig{Exchange: topo.CallbacksExchange(), Buffer: 1000, Window: 64}, conn, log)
+	go ann.Run(ctx, time.Second)
+	t.Cleanup(func() { cancel(); <-ann.Done(); <-connDone })
+	_, err := conn.Wait(ctx)
+	require.NoError(t, err)
+	return ann, conn
 }

@@ -125,6 +125,7 @@ func Config(t testing.TB, mutate ...func(*config.Config)) *config.Config {
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.HTTP.ShutdownTimeout = 5 * time.Second
 	cfg.Log.Level = "warn"
+	cfg.Worker.MetricsAddr = "127.0.0.1:0"
 	for _, m := range mutate {
 		m(cfg)
 	}

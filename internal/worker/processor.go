@@ -14,6 +14,7 @@ import (
 	"callgate/internal/broker"
 	"callgate/internal/callback"
 	"callgate/internal/config"
+	"callgate/internal/metrics"
 	"callgate/internal/outbox"
 	"callgate/internal/store"
 	"callgate/internal/tracing"
@@ -54,13 +55,19 @@ type Processor struct {
 	HandlerTimeout time.Duration
 	WorkerID       string
 	Log            *slog.Logger
+	Metrics        *metrics.Metrics
 	// Hooks lets tests stop the process at a chosen point (fault tests).
 	Hooks Hooks
 }
 
-// Hooks are test seams around the commit; nil ones are skipped.
+// Hooks are test seams around the commit; nil ones are skipped. The fault
+// tests use them to kill the process at the worst moments.
 type Hooks struct {
+	// AfterCommit runs after the transaction committed, before the outbox
+	// is published and the message acked.
 	AfterCommit func(logID int64)
+	// BeforeAck runs after the outbox was published, before the ack.
+	BeforeAck func(logID int64)
 }
 
 // Sentinels of the locked read.
@@ -138,20 +145,28 @@ func (p *Processor) Process(ctx context.Context, logID int64) Result {
 		if p.Hooks.AfterCommit != nil {
 			p.Hooks.AfterCommit(logID)
 		}
-		if _, perr := outbox.Deliver(ctx, p.DB, p.Publisher, rows); perr != nil {
+		sent, perr := outbox.Deliver(ctx, p.DB, p.Publisher, rows)
+		p.Metrics.OutboxPublished.WithLabelValues("fast").Add(float64(sent))
+		if perr != nil {
 			log.WarnContext(lctx, "worker: outbox left for the relay", "error", perr)
 		}
+		p.observe(cb.Kind, "success", started)
 		p.wakeNext(ctx, &cb)
 		log.DebugContext(lctx, "worker: callback processed", "kind", cb.Kind, "messages", len(rows))
+		if p.Hooks.BeforeAck != nil {
+			p.Hooks.BeforeAck(logID)
+		}
 		return Ack
 	case errors.Is(err, errNotFound):
 		log.WarnContext(lctx, "worker: no such callback, dropping message")
 		return Ack
 	case errors.Is(err, errTerminal):
 		log.DebugContext(lctx, "worker: callback already settled", "status", cb.Status)
+		p.Metrics.Processed.WithLabelValues(cb.Kind, "skipped").Inc()
 		return Ack
 	case errors.Is(err, errDeferred):
 		p.deferCallback(ctx, &cb)
+		p.Metrics.Processed.WithLabelValues(cb.Kind, "deferred").Inc()
 		return Ack
 	}
 	cause := handleErr
@@ -216,11 +231,22 @@ func (p *Processor) recordFailure(ctx, lctx context.Context, cb *callback.Log, s
 	}
 	if outcome == callback.OutcomeFailed {
 		log.WarnContext(lctx, "worker: callback FAILED", "error", msg)
+		p.Metrics.FailedTransitions.WithLabelValues(cb.Kind).Inc()
+		p.observe(cb.Kind, "failed", started)
 		p.wakeNext(ctx, cb)
 	} else {
+		p.Metrics.Retries.WithLabelValues(cb.Kind).Inc()
+		p.observe(cb.Kind, "retry", started)
 		log.InfoContext(lctx, "worker: attempt failed, will retry", "error", msg, "next_attempt_at", updates["next_attempt_at"])
 	}
 	return Ack
+}
+
+// observe counts one recorded attempt and its duration.
+func (p *Processor) observe(kind, outcome string, started time.Time) {
+	p.Metrics.Processed.WithLabelValues(kind, outcome).Inc()
+	p.Metrics.Attempts.WithLabelValues(kind).Inc()
+	p.Metrics.ProcessingDuration.WithLabelValues(kind).Observe(metrics.Since(started))
 }
 
 // deferCallback leaves a callback that must wait for an earlier one of its

@@ -17,8 +17,8 @@ import (
 	"callgate/internal/callback"
 	"callgate/internal/config"
 	"callgate/internal/downstream"
+	"callgate/internal/metrics"
 	"callgate/internal/outbox"
-	"callgate/internal/scheduler"
 	"callgate/internal/store"
 )
 
@@ -28,6 +28,8 @@ type Options struct {
 	Registry *callback.Registry
 	// Hooks are test seams in the processor.
 	Hooks Hooks
+	// Metrics lets a test read the series; default: a fresh set.
+	Metrics *metrics.Metrics
 }
 
 // announceDrain bounds how long a stopping worker keeps publishing the
@@ -56,6 +58,10 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 	}
 	log = log.With("worker_id", workerID)
 
+	m := opts.Metrics
+	if m == nil {
+		m = metrics.New("worker")
+	}
 	topo := broker.Topology{Prefix: cfg.AMQP.Prefix, Kinds: reg.Kinds(), Quorum: cfg.AMQP.QueueType == config.QueueTypeQuorum}
 	conn := broker.NewConnection(broker.ConnectionConfig{
 		URL:          cfg.AMQP.URL,
@@ -63,6 +69,7 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 		ReconnectMin: cfg.AMQP.ReconnectMin,
 		ReconnectMax: cfg.AMQP.ReconnectMax,
 		Setup:        topo.Declare,
+		OnReconnect:  m.BrokerReconnects.Inc,
 	}, log)
 	connCtx, stopConn := context.WithCancel(context.WithoutCancel(ctx))
 	connDone := make(chan struct{})
@@ -75,6 +82,7 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 		Window:   cfg.AMQP.ConfirmWindow,
 		AppID:    "callgate-worker",
 	}, conn, log)
+	m.ObserveAnnouncer(ann.Published, ann.Dropped, ann.Nacked)
 	annCtx, stopAnn := context.WithCancel(context.WithoutCancel(ctx))
 	go ann.Run(annCtx, announceDrain)
 	defer func() { stopAnn(); <-ann.Done() }()
@@ -97,6 +105,7 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 		HandlerTimeout:  cfg.Worker.HandlerTimeout,
 		WorkerID:        workerID,
 		Log:             log,
+		Metrics:         m,
 		Hooks:           opts.Hooks,
 	}
 
@@ -105,31 +114,25 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 		MinAge:    cfg.Scheduler.OutboxRelay.MinAge,
 		BatchSize: cfg.Scheduler.OutboxRelay.BatchSize,
 	}, st.DB, pub, log)
+	relay.OnBatch = func(sent int) { m.OutboxPublished.WithLabelValues("relay").Add(float64(sent)) }
 	if err := relay.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
 	defer relay.Stop()
 
-	comp := &scheduler.Compensation{
-		DB:        st.DB,
-		Announcer: ann,
-		Threshold: cfg.Scheduler.Compensation.Threshold,
-		BatchSize: cfg.Scheduler.Compensation.BatchSize,
-		Log:       log,
-	}
-	sched, err := scheduler.New(log, []scheduler.Job{{
-		Name:     "compensation",
-		Interval: cfg.Scheduler.Compensation.Interval,
-		Run: func(ctx context.Context) error {
-			_, err := comp.RunOnce(ctx)
-			return err
-		},
-	}})
+	stopJobs, err := startJobs(ctx, cfg, st, ann, m, workerID, log)
 	if err != nil {
 		return err
 	}
-	sched.Start()
-	defer func() { _ = sched.Stop() }()
+	defer stopJobs()
+
+	if cfg.Worker.MetricsAddr != "off" {
+		stopHTTP, err := serveMetrics(cfg.Worker.MetricsAddr, m, log)
+		if err != nil {
+			return err
+		}
+		defer stopHTTP()
+	}
 
 	// In-flight callbacks run under workCtx, which is cancelled only when
 	// the shutdown grace has passed.

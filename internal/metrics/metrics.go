@@ -1,0 +1,110 @@
+// Package metrics defines callgate's Prometheus series. Each process builds
+// one Metrics on its own registry (so tests can run several in one binary)
+// and serves it on GET /metrics.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics holds every series.
+type Metrics struct {
+	Registry *prometheus.Registry
+	process  string
+
+	IntakeRequests *prometheus.CounterVec   // source, result
+	IntakeDuration *prometheus.HistogramVec // source
+
+	Processed          *prometheus.CounterVec   // kind, outcome: success, retry, failed, deferred, skipped
+	ProcessingDuration *prometheus.HistogramVec // kind
+	Attempts           *prometheus.CounterVec   // kind
+	Retries            *prometheus.CounterVec   // kind
+	FailedTransitions  *prometheus.CounterVec   // kind
+
+	OutboxPublished *prometheus.CounterVec // path: fast, relay
+	OutboxPending   prometheus.Gauge
+	RelayLag        prometheus.Gauge // age of the oldest PENDING outbox row, seconds
+
+	BacklogPending   *prometheus.GaugeVec // source
+	BacklogOldestAge *prometheus.GaugeVec // source, seconds
+	FailedCallbacks  *prometheus.GaugeVec // source
+
+	BrokerReconnects prometheus.Counter
+	JobRuns          *prometheus.CounterVec // job
+	SchedulerLeader  prometheus.Gauge
+	Replayed         *prometheus.CounterVec // mode: single, bulk
+}
+
+// New builds the series on a fresh registry, with Go and process collectors.
+func New(process string) *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	constLabels := prometheus.Labels{"process": process}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "callgate", Name: name, Help: help, ConstLabels: constLabels}, labels)
+		f(c)
+		return c
+	}
+	gaugeVec := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "callgate", Name: name, Help: help, ConstLabels: constLabels}, labels)
+		f(g)
+		return g
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "callgate", Name: name, Help: help, ConstLabels: constLabels})
+		f(g)
+		return g
+	}
+	hist := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "callgate", Name: name, Help: help, Buckets: buckets, ConstLabels: constLabels}, labels)
+		f(h)
+		return h
+	}
+	m := &Metrics{Registry: reg, process: process}
+	m.IntakeRequests = counter("intake_requests_total", "Callback requests by source and result.", "source", "result")
+	m.IntakeDuration = hist("intake_duration_seconds", "Time to answer a callback request.",
+		[]float64{.001, .0025, .005, .01, .02, .03, .05, .1, .25, .5, 1, 2.5}, "source")
+	m.Processed = counter("callbacks_processed_total", "Callbacks handled by the worker, by kind and outcome.", "kind", "outcome")
+	m.ProcessingDuration = hist("processing_duration_seconds", "Time to process one callback (transaction and outbox).",
+		[]float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}, "kind")
+	m.Attempts = counter("callback_attempts_total", "Processing attempts recorded.", "kind")
+	m.Retries = counter("callback_retries_total", "Attempts that failed and will be retried.", "kind")
+	m.FailedTransitions = counter("callback_failed_total", "Callbacks that went to FAILED.", "kind")
+	m.OutboxPublished = counter("outbox_published_total", "Outbox rows published and confirmed, by path (fast, relay).", "path")
+	m.OutboxPending = gauge("outbox_pending", "PENDING outbox rows.")
+	m.RelayLag = gauge("outbox_relay_lag_seconds", "Age of the oldest PENDING outbox row.")
+	m.BacklogPending = gaugeVec("backlog_pending", "PENDING callbacks by source.", "source")
+	m.BacklogOldestAge = gaugeVec("backlog_oldest_pending_age_seconds", "Age of the oldest PENDING callback by source.", "source")
+	m.FailedCallbacks = gaugeVec("failed_callbacks", "FAILED callbacks by source.", "source")
+	m.BrokerReconnects = counter("broker_reconnects_total", "Reconnections to RabbitMQ after a lost connection.").WithLabelValues()
+	m.JobRuns = counter("scheduler_job_runs_total", "Scheduled job runs on this instance.", "job")
+	m.SchedulerLeader = gauge("scheduler_leader", "1 while this instance holds the scheduler lease.")
+	m.Replayed = counter("replayed_total", "Callbacks replayed by operators.", "mode")
+	return m
+}
+
+// ObserveAnnouncer exports an announcer's counters as
+// callgate_announcements_total{result}.
+func (m *Metrics) ObserveAnnouncer(published, dropped, nacked func() int64) {
+	for result, f := range map[string]func() int64{"published": published, "dropped": dropped, "nacked": nacked} {
+		m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "callgate", Name: "announcements_total",
+			Help:        "Log id announcements by result (published = confirmed by the broker; dropped = buffer full, left to compensation; nacked = not confirmed, requeued).",
+			ConstLabels: prometheus.Labels{"result": result, "process": m.process},
+		}, func() float64 { return float64(f()) }))
+	}
+}
+
+// Handler serves the registry.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// Since returns seconds since t, for histograms.
+func Since(t time.Time) float64 { return time.Since(t).Seconds() }

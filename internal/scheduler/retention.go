@@ -1,0 +1,91 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"gorm.io/gorm"
+
+	"callgate/internal/callback"
+	"callgate/internal/outbox"
+)
+
+// Retention deletes SUCCESS callbacks (with their attempts) and SENT outbox
+// rows older than MaxAge, in small batches, each its own short transaction,
+// so the tables are never locked for long. FAILED callbacks are never
+// deleted: an operator has to look at them. MaxAge 0 keeps everything.
+//
+// Deleting a SUCCESS callback also forgets its (source, event_id): a
+// platform re-sending it after MaxAge would be accepted as new. MaxAge must
+// outlive every platform's retry window (Stripe's is 3 days; the default is
+// 30 days), and the handlers are idempotent besides.
+type Retention struct {
+	DB        *gorm.DB
+	MaxAge    time.Duration
+	BatchSize int
+	Log       *slog.Logger
+}
+
+// RunOnce deletes what is due and returns how many callbacks and outbox rows
+// it removed.
+func (r *Retention) RunOnce(ctx context.Context) (callbacks, outboxRows int, err error) {
+	if r.MaxAge <= 0 {
+		return 0, 0, nil
+	}
+	cutoff := time.Now().UTC().Add(-r.MaxAge)
+	for ctx.Err() == nil {
+		n, err := r.callbackBatch(ctx, cutoff)
+		callbacks += n
+		if err != nil {
+			return callbacks, outboxRows, err
+		}
+		if n < r.BatchSize {
+			break
+		}
+	}
+	for ctx.Err() == nil {
+		bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		res := r.DB.WithContext(bctx).Exec(`DELETE FROM outbox WHERE status = ? AND sent_at < ? ORDER BY id LIMIT ?`,
+			outbox.StatusSent, cutoff, r.BatchSize)
+		cancel()
+		if res.Error != nil {
+			return callbacks, outboxRows, fmt.Errorf("error deleting sent outbox rows: %w", res.Error)
+		}
+		outboxRows += int(res.RowsAffected)
+		if int(res.RowsAffected) < r.BatchSize {
+			break
+		}
+	}
+	if callbacks+outboxRows > 0 {
+		r.Log.Info("retention: deleted old rows", "callbacks", callbacks, "outbox", outboxRows, "older_than", cutoff)
+	}
+	return callbacks, outboxRows, ctx.Err()
+}
+
+func (r *Retention) callbackBatch(ctx context.Context, cutoff time.Time) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var ids []int64
+	err := r.DB.WithContext(ctx).Model(&callback.Log{}).
+		Where("status = ? AND processed_at < ?", callback.StatusSuccess, cutoff).
+		Order("id").Limit(r.BatchSize).Pluck("id", &ids).Error
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	var deleted int64
+	err = r.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec(`DELETE FROM callback_attempt WHERE log_id IN ?`, ids).Error; err != nil {
+			return err
+		}
+		// Re-checked: a replay may have made one PENDING meanwhile.
+		res := tx.Exec(`DELETE FROM callback_log WHERE id IN ? AND status = ?`, ids, callback.StatusSuccess)
+		deleted = res.RowsAffected
+		return res.Error
+	})
+	if err != nil {
+		return 0, fmt.Errorf("error deleting old callbacks: %w", err)
+	}
+	return int(deleted), nil
+}

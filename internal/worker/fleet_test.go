@@ -1,0 +1,131 @@
+package worker_test
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"callgate/internal/callback"
+	"callgate/internal/config"
+	"callgate/internal/metrics"
+	"callgate/internal/testenv"
+	"callgate/internal/worker"
+)
+
+func compensationRuns(m *metrics.Metrics) float64 {
+	return testutil.ToFloat64(m.JobRuns.WithLabelValues("compensation"))
+}
+
+// TestThreeWorkersRunEachJobOncePerTick: with three workers on one
+// database, one holds the scheduler lease and runs the jobs; when it stops,
+// another takes over.
+func TestThreeWorkersRunEachJobOncePerTick(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast, func(c *config.Config) {
+		c.Scheduler.Lease = time.Second
+		c.Scheduler.Compensation.Interval = 100 * time.Millisecond
+	})
+	ms := make([]*metrics.Metrics, 3)
+	ws := make([]*testenv.Worker, 3)
+	for i := range ms {
+		ms[i] = metrics.New("worker")
+		c := *cfg
+		c.Worker.ID = "fleet-" + string(rune('a'+i))
+		ws[i] = testenv.StartWorker(t, &c, worker.Options{Metrics: ms[i]})
+	}
+	time.Sleep(2 * time.Second)
+	leader := -1
+	total := 0.0
+	for i, m := range ms {
+		if n := compensationRuns(m); n > 0 {
+			require.Equal(t, -1, leader, "only one worker runs the job")
+			leader = i
+			total += n
+		}
+	}
+	require.NotEqual(t, -1, leader)
+	require.LessOrEqual(t, total, 22.0, "once per tick across the fleet")
+
+	before := map[int]float64{}
+	for i, m := range ms {
+		before[i] = compensationRuns(m)
+	}
+	require.NoError(t, ws[leader].Stop()) // graceful: releases the lease
+	testenv.Eventually(t, 3*time.Second, func() bool {
+		for i, m := range ms {
+			if i != leader && compensationRuns(m) > before[i] {
+				return true
+			}
+		}
+		return false
+	}, "another worker takes over the jobs")
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestMetricsEndpoints(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	e := setup(t, worker.Options{}, func(c *config.Config) {
+		c.Worker.MetricsAddr = addr
+		c.Scheduler.Gauges.Interval = 100 * time.Millisecond
+	})
+	order := testenv.CreateOrders(t, e.cfg, "metrics", 1)[0]
+	id := e.pay(t, order, 1000, "PAY-M")
+	e.waitStatus(t, id, callback.StatusSuccess)
+	bad := testenv.Post(t, e.gw.URL, "paydemo", []byte(`{}`), http.Header{})
+	require.Equal(t, http.StatusUnauthorized, bad.Status)
+
+	gw := scrape(t, e.gw.URL+"/metrics")
+	for _, want := range []string{
+		`callgate_intake_requests_total{process="gateway",result="accepted",source="paydemo"} 1`,
+		`callgate_intake_requests_total{process="gateway",result="unauthorized",source="paydemo"} 1`,
+		`callgate_intake_duration_seconds_count{process="gateway",source="paydemo"} 2`,
+		`callgate_announcements_total{process="gateway",result="published"} 1`,
+		`callgate_broker_reconnects_total{process="gateway"} 0`,
+	} {
+		require.Contains(t, gw, want)
+	}
+	var wk string
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		wk = scrape(t, "http://"+addr+"/metrics")
+		return strings.Contains(wk, `callgate_backlog_pending{process="worker",source="paydemo"} 0`) &&
+			strings.Contains(wk, `callgate_scheduler_leader{process="worker"} 1`)
+	}, "gauges refreshed")
+	for _, want := range []string{
+		`callgate_callbacks_processed_total{kind="payment",outcome="success",process="worker"} 1`,
+		`callgate_callback_attempts_total{kind="payment",process="worker"} 1`,
+		`callgate_outbox_published_total{path="fast",process="worker"} 2`,
+		`callgate_processing_duration_seconds_count{kind="payment",process="worker"} 1`,
+		`callgate_outbox_pending{process="worker"} 0`,
+		`callgate_failed_callbacks{process="worker",source="paydemo"} 0`,
+		`callgate_scheduler_job_runs_total{job="compensation",process="worker"}`,
+		`callgate_scheduler_leader{process="worker"} 1`,
+	} {
+		require.Contains(t, wk, want)
+	}
+}

@@ -1,0 +1,97 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-co-op/gocron/v2"
+
+	"callgate/internal/broker"
+	"callgate/internal/config"
+	"callgate/internal/metrics"
+	"callgate/internal/scheduler"
+	"callgate/internal/store"
+)
+
+// leaseName is the scheduler lease all workers of one database compete for.
+const leaseName = "callgate-scheduler"
+
+// startJobs starts the fleet-wide jobs (one instance per tick, chosen by the
+// MySQL lease) and the per-instance gauges, and returns their stop func.
+func startJobs(ctx context.Context, cfg *config.Config, st *store.Store, ann *broker.Announcer, m *metrics.Metrics, workerID string, log *slog.Logger) (func(), error) {
+	sc := cfg.Scheduler
+	elector := scheduler.NewElector(st.SQL, leaseName, workerID, sc.Lease)
+	comp := &scheduler.Compensation{DB: st.DB, Announcer: ann, Threshold: sc.Compensation.Threshold, BatchSize: sc.Compensation.BatchSize, Log: log}
+	maxRetry := time.Duration(0)
+	sources := make([]string, 0, len(cfg.Sources))
+	for _, s := range cfg.Sources {
+		maxRetry = max(maxRetry, s.Retry.Max)
+		sources = append(sources, s.Name)
+	}
+	stuck := &scheduler.Stuck{DB: st.DB, Horizon: maxRetry + sc.Compensation.Threshold + time.Minute, BatchSize: sc.Stuck.BatchSize, Log: log}
+	retention := &scheduler.Retention{DB: st.DB, MaxAge: sc.Retention.MaxAge, BatchSize: sc.Retention.BatchSize, Log: log}
+	gauges := &scheduler.Gauges{DB: st.DB, Metrics: m, Sources: sources, Leader: elector.Leader}
+
+	fleet, err := scheduler.New(log, m, []scheduler.Job{
+		{Name: "compensation", Interval: sc.Compensation.Interval, Run: func(ctx context.Context) error {
+			_, err := comp.RunOnce(ctx)
+			return err
+		}},
+		{Name: "stuck", Interval: sc.Stuck.Interval, Run: func(ctx context.Context) error {
+			_, err := stuck.RunOnce(ctx)
+			return err
+		}},
+		{Name: "retention", Interval: sc.Retention.Interval, Run: func(ctx context.Context) error {
+			_, _, err := retention.RunOnce(ctx)
+			return err
+		}},
+	}, gocron.WithDistributedElector(elector))
+	if err != nil {
+		return nil, err
+	}
+	local, err := scheduler.New(log, m, []scheduler.Job{
+		{Name: "gauges", Interval: sc.Gauges.Interval, Run: gauges.RunOnce},
+	})
+	if err != nil {
+		return nil, err
+	}
+	fleet.Start()
+	local.Start()
+	return func() {
+		_ = fleet.Stop()
+		_ = local.Stop()
+		if elector.Leader() {
+			_ = elector.Release(context.WithoutCancel(ctx))
+		}
+	}, nil
+}
+
+// serveMetrics serves GET /metrics and /healthz for the worker.
+func serveMetrics(addr string, m *metrics.Metrics, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("worker: metrics server stopped", "error", err)
+		}
+	}()
+	log.Info("worker: metrics on", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
