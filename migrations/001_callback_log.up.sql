@@ -20,8 +20,9 @@ CREATE TABLE IF NOT EXISTS callback_log (
     UNIQUE KEY uq_callback_log_source_event (source, event_id),
     -- Worker and compensation scans: PENDING rows that are due.
     KEY ix_callback_log_status_due (status, next_attempt_at),
-    -- Per-key ordering (earlier non-terminal callbacks of a key) and operator search by key.
-    KEY ix_callback_log_key (business_key, kind, id),
+    -- Per-key ordering (is an earlier callback of this key still PENDING?)
+    -- and operator search by key.
+    KEY ix_callback_log_key (business_key, kind, status, id),
     -- Operator list filtered by source and status, newest first.
     KEY ix_callback_log_source_status (source, status, id),
     -- Operator list filtered by status only, newest first; retention by age.

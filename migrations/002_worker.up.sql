@@ -38,3 +38,14 @@ CREATE TABLE IF NOT EXISTS outbox (
     -- Lineage: what a callback produced.
     KEY ix_outbox_callback (callback_log_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- callback_key: one row per (kind, business key), locked by the transaction
+-- that processes a callback of that key, so that two callbacks of one key
+-- never run at the same time, across any number of workers.
+CREATE TABLE IF NOT EXISTS callback_key (
+    kind         VARCHAR(32)  NOT NULL,
+    business_key VARCHAR(191) NOT NULL,
+    locked_at    DATETIME(6)  NOT NULL,
+    PRIMARY KEY (kind, business_key),
+    KEY ix_callback_key_locked (locked_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

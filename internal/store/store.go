@@ -150,6 +150,16 @@ func IsUnavailable(err error) bool {
 	return false
 }
 
+// IsLockNotAvailable reports a NOWAIT locking read that found the row
+// locked (MariaDB answers 1205, MySQL 8 answers 3572).
+func IsLockNotAvailable(err error) bool {
+	var myErr *mysql.MySQLError
+	if errors.As(err, &myErr) {
+		return myErr.Number == errLockWaitTimeout || myErr.Number == 3572
+	}
+	return false
+}
+
 // isRetryable reports a deadlock or lock wait timeout: the statement can
 // simply be run again.
 func isRetryable(err error) bool {

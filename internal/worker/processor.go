@@ -99,17 +99,26 @@ func (p *Processor) Process(ctx context.Context, logID int64) Result {
 			return errTerminal
 		}
 		ctx := tracing.FromTraceParent(tctx, traceParentOf(&cb))
-		// Per-key ordering: only the earliest unfinished callback of a key
-		// runs. Later ones are deferred and woken when it settles, so one
-		// key is sequential while other keys run in parallel. This holds
-		// across processes: the check and the row lock are in MySQL.
-		var earlier int64
-		err := tx.Raw(`SELECT id FROM callback_log WHERE business_key = ? AND kind = ? AND id < ? AND status = 'PENDING' LIMIT 1`,
-			cb.BusinessKey, cb.Kind, cb.ID).Scan(&earlier).Error
-		if err != nil {
+		// Per-key ordering, across any number of workers:
+		// 1. only the earliest PENDING callback of a key runs: a later one
+		//    is deferred, and woken when the earlier one settles;
+		// 2. the key's callback_key row is locked (NOWAIT) for the whole
+		//    transaction, so two callbacks of one key never run at once
+		//    (e.g. when their inserts committed out of id order); a callback
+		//    that finds the key busy is deferred and woken by the holder.
+		// A deferral costs no worker slot, so a slow key never holds up
+		// another.
+		var earlier []int64
+		if err := tx.Raw(`SELECT id FROM callback_log WHERE business_key = ? AND kind = ? AND status = 'PENDING' AND id < ? LIMIT 1`,
+			cb.BusinessKey, cb.Kind, cb.ID).Scan(&earlier).Error; err != nil {
 			return err
 		}
-		if earlier != 0 {
+		if len(earlier) > 0 {
+			return errDeferred
+		}
+		if busy, err := lockKey(tx, cb.Kind, cb.BusinessKey); err != nil {
+			return err
+		} else if busy {
 			return errDeferred
 		}
 
@@ -196,7 +205,8 @@ func (p *Processor) recordFailure(ctx, lctx context.Context, cb *callback.Log, s
 	msg := truncate(cause.Error(), 4000)
 	outcome := callback.OutcomeRetry
 	updates := map[string]any{"attempts": attempt, "last_error": msg}
-	if callback.IsPermanent(cause) || attempt >= retry.MaxAttempts {
+	// The budget counts from the last replay (attempts_base).
+	if callback.IsPermanent(cause) || attempt-cb.AttemptsBase >= retry.MaxAttempts {
 		outcome = callback.OutcomeFailed
 		updates["status"] = callback.StatusFailed
 		updates["processed_at"] = finished
@@ -264,14 +274,35 @@ func (p *Processor) deferCallback(ctx context.Context, cb *callback.Log) {
 	}
 }
 
-// wakeNext announces the next unfinished callback of cb's key, which may
-// have been deferred while cb ran.
+// lockKey locks the key's callback_key row until the transaction ends, or
+// reports busy when another transaction holds it.
+func lockKey(tx *gorm.DB, kind, key string) (busy bool, err error) {
+	var found []string
+	err = tx.Raw(`SELECT kind FROM callback_key WHERE kind = ? AND business_key = ? FOR UPDATE NOWAIT`, kind, key).Scan(&found).Error
+	if store.IsLockNotAvailable(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	now := time.Now().UTC()
+	if len(found) == 0 {
+		// First callback of this key: create the row (and so hold it).
+		err = tx.Exec(`INSERT INTO callback_key (kind, business_key, locked_at) VALUES (?, ?, ?)
+			ON DUPLICATE KEY UPDATE locked_at = VALUES(locked_at)`, kind, key, now).Error
+		return false, err
+	}
+	return false, tx.Exec(`UPDATE callback_key SET locked_at = ? WHERE kind = ? AND business_key = ?`, now, kind, key).Error
+}
+
+// wakeNext announces the earliest unfinished callback of cb's key, which
+// may have been deferred while cb ran.
 func (p *Processor) wakeNext(ctx context.Context, cb *callback.Log) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	var next callback.Log
 	err := p.DB.WithContext(wctx).Select("id", "kind", "trace_id").
-		Where("business_key = ? AND kind = ? AND id > ? AND status = ?", cb.BusinessKey, cb.Kind, cb.ID, callback.StatusPending).
+		Where("business_key = ? AND kind = ? AND id <> ? AND status = ?", cb.BusinessKey, cb.Kind, cb.ID, callback.StatusPending).
 		Order("id").Limit(1).Find(&next).Error
 	if err != nil || next.ID == 0 {
 		return
