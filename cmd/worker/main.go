@@ -1,6 +1,8 @@
 // Command worker processes the callbacks the gateway accepted.
 //
 //	worker [-config PATH]   consume, process, publish downstream
+//	worker replay ...       replay callbacks through the gateway's admin API
+//	                        (worker replay -h)
 //
 // Every setting can also come from the environment (CALLGATE_CONFIG,
 // CALLGATE_MYSQL_DSN, CALLGATE_AMQP_URL, ...); see README.md.
@@ -18,6 +20,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"callgate/internal/admincli"
 	"callgate/internal/config"
 	"callgate/internal/kinds"
 	"callgate/internal/logging"
@@ -34,11 +37,16 @@ func run(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	path := fs.String("config", config.PathFromEnv(), "config file (env "+config.EnvConfigPath+")")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: worker [-config PATH]\n")
+		fmt.Fprintf(fs.Output(), "usage: worker [-config PATH] [replay ...]\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if fs.NArg() > 0 && fs.Arg(0) == "replay" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return admincli.Replay(ctx, fs.Args()[1:], os.Stdout, stderr)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "worker: unknown subcommand %q\n", fs.Arg(0))

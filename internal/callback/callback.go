@@ -35,6 +35,7 @@ type Log struct {
 	BusinessKey   string          `gorm:"column:business_key"`
 	Status        Status          `gorm:"column:status"`
 	Attempts      int             `gorm:"column:attempts"`
+	AttemptsBase  int             `gorm:"column:attempts_base"`
 	LastError     *string         `gorm:"column:last_error"`
 	Payload       []byte          `gorm:"column:payload"`
 	Headers       json.RawMessage `gorm:"column:headers"`

@@ -157,6 +157,12 @@ type Admin struct {
 	// Token is "name:secret[,name:secret...]" or a bare secret. Empty: the
 	// admin surface is off. Env CALLGATE_ADMIN_TOKEN.
 	Token string `koanf:"token"`
+	// ReplayCap is the largest bulk replay allowed without confirm_large.
+	// Default 10000.
+	ReplayCap int `koanf:"replay_cap"`
+	// ReplayRate is how many callbacks per second a bulk replay announces.
+	// Default 200.
+	ReplayRate int `koanf:"replay_rate"`
 }
 
 // Log configures log/slog.
@@ -293,6 +299,8 @@ const (
 	RelayMinAgeDefault           = 5 * time.Second
 	RelayBatchDefault            = 100
 	LeaseDefault                 = 15 * time.Second
+	ReplayCapDefault             = 10000
+	ReplayRateDefault            = 200
 	StuckIntervalDefault         = time.Minute
 	RetentionIntervalDefault     = 10 * time.Minute
 	RetentionMaxAgeDefault       = 30 * 24 * time.Hour
@@ -508,6 +516,12 @@ func (c Config) WithDefaults() Config {
 	if c.Scheduler.Gauges.Interval == 0 {
 		c.Scheduler.Gauges.Interval = GaugesIntervalDefault
 	}
+	if c.Admin.ReplayCap == 0 {
+		c.Admin.ReplayCap = ReplayCapDefault
+	}
+	if c.Admin.ReplayRate == 0 {
+		c.Admin.ReplayRate = ReplayRateDefault
+	}
 	if c.Worker.MetricsAddr == "" {
 		c.Worker.MetricsAddr = WorkerMetricsAddrDefault
 	}
@@ -592,6 +606,9 @@ func (c Config) Validate(kinds []string) error {
 	}
 	if c.Scheduler.Compensation.Interval < 0 || c.Scheduler.Compensation.Threshold < 0 || c.Scheduler.Compensation.BatchSize < 1 {
 		bad("scheduler.compensation", "interval and threshold must be positive, batch_size at least 1")
+	}
+	if c.Admin.ReplayCap < 1 || c.Admin.ReplayRate < 1 {
+		bad("admin", "replay_cap and replay_rate must be at least 1")
 	}
 	if c.Scheduler.Lease < time.Second {
 		bad("scheduler.lease", "must be at least 1s")

@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"callgate/internal/admin"
 	"callgate/internal/broker"
 	"callgate/internal/config"
 	"callgate/internal/intake"
@@ -80,6 +81,21 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 				_, err := conn.Current()
 				return err
 			}),
+		},
+	}
+	tokens, err := admin.ParseTokens(cfg.Admin.Token)
+	if err != nil {
+		return err
+	}
+	gcfg.Admin = &admin.Handler{
+		Tokens: tokens,
+		Log:    log,
+		Service: &admin.Service{
+			DB:        st.DB,
+			Announcer: ann,
+			Threshold: cfg.Scheduler.Compensation.Threshold,
+			Cap:       cfg.Admin.ReplayCap,
+			Log:       log,
 		},
 	}
 	if ln == nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"callgate/internal/admin"
 	"callgate/internal/intake"
 	"callgate/internal/metrics"
 	"callgate/internal/tracing"
@@ -39,6 +40,8 @@ type Config struct {
 	Ready   map[string]Pinger
 	Log     *slog.Logger
 	Metrics *metrics.Metrics
+	// Admin serves /admin/ and /admin/api/ (404 when no token is set).
+	Admin *admin.Handler
 }
 
 // NewRouter builds the gin engine.
@@ -55,6 +58,9 @@ func NewRouter(cfg Config) *gin.Engine {
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", readyz(cfg.Ready))
 	r.GET("/metrics", gin.WrapH(cfg.Metrics.Handler()))
+	if cfg.Admin != nil {
+		cfg.Admin.Mount(r)
+	}
 	return r
 }
 

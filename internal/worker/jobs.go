@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-co-op/gocron/v2"
 
+	"callgate/internal/admin"
 	"callgate/internal/broker"
 	"callgate/internal/config"
 	"callgate/internal/metrics"
@@ -34,6 +35,9 @@ func startJobs(ctx context.Context, cfg *config.Config, st *store.Store, ann *br
 	}
 	stuck := &scheduler.Stuck{DB: st.DB, Horizon: maxRetry + sc.Compensation.Threshold + time.Minute, BatchSize: sc.Stuck.BatchSize, Log: log}
 	retention := &scheduler.Retention{DB: st.DB, MaxAge: sc.Retention.MaxAge, BatchSize: sc.Retention.BatchSize, Log: log}
+	replays := &admin.ReplayRunner{DB: st.DB, Announcer: ann, Threshold: sc.Compensation.Threshold,
+		Rate: cfg.Admin.ReplayRate, Interval: sc.Compensation.Interval, Log: log,
+		OnReplayed: func(n int) { m.Replayed.WithLabelValues("bulk").Add(float64(n)) }}
 	gauges := &scheduler.Gauges{DB: st.DB, Metrics: m, Sources: sources, Leader: elector.Leader}
 
 	fleet, err := scheduler.New(log, m, []scheduler.Job{
@@ -45,6 +49,7 @@ func startJobs(ctx context.Context, cfg *config.Config, st *store.Store, ann *br
 			_, err := stuck.RunOnce(ctx)
 			return err
 		}},
+		{Name: "replays", Interval: sc.Compensation.Interval, Run: replays.RunOnce},
 		{Name: "retention", Interval: sc.Retention.Interval, Run: func(ctx context.Context) error {
 			_, _, err := retention.RunOnce(ctx)
 			return err

@@ -1,0 +1,268 @@
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Handler serves the admin API and page.
+type Handler struct {
+	Service *Service
+	Tokens  Tokens
+	Log     *slog.Logger
+	// Secure marks the session cookie Secure (the gateway serves TLS).
+	Secure bool
+}
+
+const ctxActor = "callgate.admin.actor"
+
+// Mount adds /admin/api/... and /admin/... to r. With no token configured
+// the whole surface answers 404: off, not open.
+func (h *Handler) Mount(r *gin.Engine) {
+	if !h.Tokens.Enabled() {
+		return // NoRoute answers 404
+	}
+	api := r.Group("/admin/api", h.bearer)
+	api.GET("/callbacks", h.apiList)
+	api.GET("/callbacks/:id", h.apiGet)
+	api.POST("/callbacks/:id/replay", h.apiReplay)
+	api.POST("/replays", h.apiBulk)
+	api.GET("/replays", h.apiJobs)
+	api.GET("/replays/:id", h.apiJob)
+	api.DELETE("/replays/:id", h.apiCancel)
+	api.GET("/audit", h.apiAudit)
+	api.GET("/stats", h.apiStats)
+	h.mountPage(r)
+}
+
+// bearer authenticates Authorization: Bearer <token>.
+func (h *Handler) bearer(c *gin.Context) {
+	auth := c.GetHeader("Authorization")
+	token, ok := strings.CutPrefix(auth, "Bearer ")
+	name, err := h.Tokens.Authenticate(strings.TrimSpace(token))
+	if !ok || err != nil {
+		h.Log.WarnContext(c.Request.Context(), "admin: rejected API call", "path", c.Request.URL.Path, "remote", c.ClientIP())
+		c.Header("WWW-Authenticate", `Bearer realm="callgate-admin"`)
+		apiError(c, http.StatusUnauthorized, ErrBadToken.Error())
+		return
+	}
+	c.Set(ctxActor, name)
+	c.Next()
+}
+
+func apiError(c *gin.Context, status int, reason string) {
+	c.AbortWithStatusJSON(status, gin.H{"error": reason})
+}
+
+// fail maps service errors to answers; unexpected ones are logged, not shown.
+func (h *Handler) fail(c *gin.Context, err error) {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		apiError(c, http.StatusNotFound, err.Error())
+	case errors.Is(err, ErrReasonRequired), errors.Is(err, ErrEmptyFilter), errors.Is(err, ErrBadFilter):
+		apiError(c, http.StatusBadRequest, err.Error())
+	case errors.Is(err, ErrNotReplayable), errors.Is(err, ErrTooLarge), errors.Is(err, ErrJobFinished):
+		apiError(c, http.StatusConflict, err.Error())
+	default:
+		h.Log.ErrorContext(c.Request.Context(), "admin: request failed", "path", c.Request.URL.Path, "error", err)
+		apiError(c, http.StatusServiceUnavailable, "storage temporarily unavailable, please retry")
+	}
+}
+
+func parseTime(s string) (*time.Time, error) {
+	if s == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// listFilter reads the list query parameters (shared with the page).
+func listFilter(q func(string) string) (ListFilter, error) {
+	f := ListFilter{Status: q("status"), Source: q("source"), Kind: q("kind"), Key: q("key"), EventID: q("event_id")}
+	var err error
+	if f.Since, err = parseTime(q("since")); err != nil {
+		return f, errors.New("since: want RFC 3339, e.g. 2026-01-02T00:00:00Z")
+	}
+	if f.Until, err = parseTime(q("until")); err != nil {
+		return f, errors.New("until: want RFC 3339, e.g. 2026-01-02T00:00:00Z")
+	}
+	if v := q("limit"); v != "" {
+		if f.Limit, err = strconv.Atoi(v); err != nil || f.Limit < 1 || f.Limit > 500 {
+			return f, errors.New("limit: want 1..500")
+		}
+	}
+	if v := q("cursor"); v != "" {
+		if f.Cursor, err = strconv.ParseInt(v, 10, 64); err != nil || f.Cursor < 1 {
+			return f, errors.New("cursor: want the next_cursor of the previous page")
+		}
+	}
+	if f.Status != "" && f.Status != "PENDING" && f.Status != "SUCCESS" && f.Status != "FAILED" {
+		return f, errors.New("status: want PENDING, SUCCESS or FAILED")
+	}
+	return f, nil
+}
+
+func (h *Handler) apiList(c *gin.Context) {
+	f, err := listFilter(c.Query)
+	if err != nil {
+		apiError(c, http.StatusBadRequest, err.Error())
+		return
+	}
+	page, err := h.Service.List(c.Request.Context(), f)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, page)
+}
+
+func idParam(c *gin.Context) (int64, bool) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		apiError(c, http.StatusBadRequest, "id: want a positive integer")
+		return 0, false
+	}
+	return id, true
+}
+
+func (h *Handler) apiGet(c *gin.Context) {
+	id, ok := idParam(c)
+	if !ok {
+		return
+	}
+	d, err := h.Service.Get(c.Request.Context(), id)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, d)
+}
+
+func bindJSON(c *gin.Context, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		apiError(c, http.StatusBadRequest, "invalid JSON body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func (h *Handler) apiReplay(c *gin.Context) {
+	id, ok := idParam(c)
+	if !ok {
+		return
+	}
+	var req struct {
+		Reason string `json:"reason"`
+		Force  bool   `json:"force"`
+	}
+	if !bindJSON(c, &req) {
+		return
+	}
+	sum, err := h.Service.Replay(c.Request.Context(), c.GetString(ctxActor), id, req.Reason, req.Force)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"replayed": true, "callback": sum})
+}
+
+// BulkRequest is POST /admin/api/replays.
+type BulkRequest struct {
+	BulkFilter
+	Filter       *BulkFilter `json:"filter,omitempty"`
+	Reason       string      `json:"reason"`
+	DryRun       bool        `json:"dry_run"`
+	ConfirmLarge bool        `json:"confirm_large"`
+}
+
+func (h *Handler) apiBulk(c *gin.Context) {
+	var req BulkRequest
+	if !bindJSON(c, &req) {
+		return
+	}
+	f := req.BulkFilter
+	if req.Filter != nil { // the filter may come flat or under "filter"
+		f = *req.Filter
+	}
+	if req.DryRun {
+		res, err := h.Service.DryRun(c.Request.Context(), f)
+		if err != nil {
+			h.fail(c, err)
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"dry_run": true, "matched": res.Matched, "sample": res.Sample, "over_cap": res.OverCap, "cap": res.Cap})
+		return
+	}
+	job, err := h.Service.CreateJob(c.Request.Context(), c.GetString(ctxActor), req.Reason, f, req.ConfirmLarge)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, job)
+}
+
+func (h *Handler) apiJobs(c *gin.Context) {
+	jobs, err := h.Service.ListJobs(c.Request.Context(), 50)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"items": jobs})
+}
+
+func (h *Handler) apiJob(c *gin.Context) {
+	id, ok := idParam(c)
+	if !ok {
+		return
+	}
+	job, err := h.Service.GetJob(c.Request.Context(), id)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, job)
+}
+
+func (h *Handler) apiCancel(c *gin.Context) {
+	id, ok := idParam(c)
+	if !ok {
+		return
+	}
+	job, err := h.Service.CancelJob(c.Request.Context(), c.GetString(ctxActor), id)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, job)
+}
+
+func (h *Handler) apiAudit(c *gin.Context) {
+	entries, err := h.Service.Audit(c.Request.Context(), 200)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"items": entries})
+}
+
+func (h *Handler) apiStats(c *gin.Context) {
+	st, err := h.Service.Stats(c.Request.Context())
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, st)
+}
