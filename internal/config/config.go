@@ -129,6 +129,13 @@ type MySQL struct {
 	// IntakeTimeout bounds the intake's INSERT; past it the platform gets a
 	// 503 and retries. Default 2s.
 	IntakeTimeout time.Duration `koanf:"intake_timeout"`
+	// GroupCommit makes concurrent intake requests share one multi-row
+	// INSERT and commit. Default true; false is one INSERT per request.
+	GroupCommit bool `koanf:"group_commit"`
+	// GroupCommitWriters batches may be in flight at once. Default 2.
+	GroupCommitWriters int `koanf:"group_commit_writers"`
+	// GroupCommitMaxBatch bounds a batch. Default 256.
+	GroupCommitMaxBatch int `koanf:"group_commit_max_batch"`
 }
 
 // AMQP configures the RabbitMQ connection and topology.
@@ -359,6 +366,9 @@ func Parse(raw []byte, kinds []string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
+	if !k.Exists("mysql.group_commit") {
+		cfg.MySQL.GroupCommit = true
+	}
 	if !k.Exists("scheduler.retention.max_age") {
 		cfg.Scheduler.Retention.MaxAge = RetentionMaxAgeDefault // an explicit 0 keeps everything
 	}
@@ -452,6 +462,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MySQL.DialTimeout == 0 {
 		c.MySQL.DialTimeout = DialTimeoutDefault
+	}
+	if c.MySQL.GroupCommitWriters == 0 {
+		c.MySQL.GroupCommitWriters = 2
+	}
+	if c.MySQL.GroupCommitMaxBatch == 0 {
+		c.MySQL.GroupCommitMaxBatch = 256
 	}
 	if c.MySQL.IntakeTimeout == 0 {
 		c.MySQL.IntakeTimeout = IntakeTimeoutDefault
@@ -618,6 +634,9 @@ func (c Config) Validate(kinds []string) error {
 	}
 	if c.Scheduler.OutboxRelay.Interval < 0 || c.Scheduler.OutboxRelay.MinAge < 0 || c.Scheduler.OutboxRelay.BatchSize < 1 {
 		bad("scheduler.outbox_relay", "interval and min_age must be positive, batch_size at least 1")
+	}
+	if c.MySQL.GroupCommitWriters < 1 || c.MySQL.GroupCommitMaxBatch < 1 {
+		bad("mysql.group_commit_writers", "writers and max batch must be at least 1")
 	}
 	if c.MySQL.MaxOpenConns < 1 {
 		bad("mysql.max_open_conns", "must be at least 1")

@@ -34,6 +34,13 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 	}
 	defer st.Close()
 
+	var inserter intake.Inserter = st
+	if cfg.MySQL.GroupCommit {
+		b := store.NewBatcher(st, cfg.MySQL.GroupCommitWriters, cfg.MySQL.GroupCommitMaxBatch, log)
+		defer b.Close()
+		inserter = b
+	}
+
 	m := metrics.New("gateway")
 	topo := Topology(cfg)
 	conn := broker.NewConnection(broker.ConnectionConfig{
@@ -67,7 +74,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 		Metrics:         m,
 		Intake: &intake.Handler{
 			Sources:         sources,
-			Store:           st,
+			Store:           inserter,
 			Announcer:       ann,
 			Log:             log,
 			StoreTimeout:    cfg.MySQL.IntakeTimeout,

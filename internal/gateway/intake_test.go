@@ -53,9 +53,10 @@ func (b *bundle) count(t *testing.T) int {
 	return int(n)
 }
 
-func TestIntakePaymentStoredAndAnnounced(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
+func TestIntakePaymentStoredAndAnnounced(t *testing.T) { bothModes(t, testIntakePaymentStoredAndAnnounced) }
+
+func testIntakePaymentStoredAndAnnounced(t *testing.T, mode func(*config.Config)) {
+	b := setup(t, mode)
 	body := testenv.PaymentBody("ORD-1", "PAY-1", 1999)
 	h := testenv.PaydemoHeaders(t, b.cfg, "msg_1", time.Now(), body)
 	h.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
@@ -87,9 +88,10 @@ func TestIntakePaymentStoredAndAnnounced(t *testing.T) {
 	require.Equal(t, 0, b.logistics.Depth(), "nothing on the other kind's queue")
 }
 
-func TestIntakeLogisticsEventIDFromFields(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
+func TestIntakeLogisticsEventIDFromFields(t *testing.T) { bothModes(t, testIntakeLogisticsEventIDFromFields) }
+
+func testIntakeLogisticsEventIDFromFields(t *testing.T, mode func(*config.Config)) {
+	b := setup(t, mode)
 	body := testenv.ShipmentBody("WB-9", "ORD-9", 3, "IN_TRANSIT")
 	a := testenv.Post(t, b.gw.URL, "shipdemo", body, testenv.ShipdemoHeaders(t, b.cfg, body))
 	require.Equal(t, http.StatusOK, a.Status, string(a.Body))
@@ -105,9 +107,10 @@ func TestIntakeLogisticsEventIDFromFields(t *testing.T) {
 	require.Contains(t, tp, row.TraceID)
 }
 
-func TestIntakeDuplicateSameAnswerNoNewRowNoMessage(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
+func TestIntakeDuplicateSameAnswerNoNewRowNoMessage(t *testing.T) { bothModes(t, testIntakeDuplicateSameAnswerNoNewRowNoMessage) }
+
+func testIntakeDuplicateSameAnswerNoNewRowNoMessage(t *testing.T, mode func(*config.Config)) {
+	b := setup(t, mode)
 	body := testenv.PaymentBody("ORD-2", "PAY-2", 500)
 	first := testenv.Post(t, b.gw.URL, "paydemo", body, testenv.PaydemoHeaders(t, b.cfg, "msg_dup", time.Now(), body))
 	require.Equal(t, http.StatusOK, first.Status)
@@ -123,9 +126,10 @@ func TestIntakeDuplicateSameAnswerNoNewRowNoMessage(t *testing.T) {
 	require.Len(t, msgs, 1, "a duplicate is not announced again")
 }
 
-func TestIntakeConcurrentDuplicatesOneRowOneMessage(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
+func TestIntakeConcurrentDuplicatesOneRowOneMessage(t *testing.T) { bothModes(t, testIntakeConcurrentDuplicatesOneRowOneMessage) }
+
+func testIntakeConcurrentDuplicatesOneRowOneMessage(t *testing.T, mode func(*config.Config)) {
+	b := setup(t, mode)
 	body := testenv.PaymentBody("ORD-3", "PAY-3", 700)
 	h := testenv.PaydemoHeaders(t, b.cfg, "msg_storm", time.Now(), body)
 
@@ -155,9 +159,10 @@ func TestIntakeConcurrentDuplicatesOneRowOneMessage(t *testing.T) {
 	require.Len(t, b.payments.Drain(time.Second), 1)
 }
 
-func TestIntakeRefusals(t *testing.T) {
-	t.Parallel()
-	b := setup(t, func(c *config.Config) {
+func TestIntakeRefusals(t *testing.T) { bothModes(t, testIntakeRefusals) }
+
+func testIntakeRefusals(t *testing.T, mode func(*config.Config)) {
+	b := setup(t, mode, func(c *config.Config) {
 		for i := range c.Sources {
 			if c.Sources[i].Name == "shipdemo" {
 				c.Sources[i].MaxBodyBytes = 256
@@ -217,9 +222,10 @@ func TestIntakeRefusals(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.Status, string(a.Body))
 }
 
-func TestIntakeBrokerDownStillAnswers200(t *testing.T) {
-	t.Parallel()
-	b := setup(t, func(c *config.Config) {
+func TestIntakeBrokerDownStillAnswers200(t *testing.T) { bothModes(t, testIntakeBrokerDownStillAnswers200) }
+
+func testIntakeBrokerDownStillAnswers200(t *testing.T, mode func(*config.Config)) {
+	b := setup(t, mode, func(c *config.Config) {
 		c.AMQP.URL = "amqp://guest:guest@127.0.0.1:1/" // nothing listens there
 	})
 	body := testenv.PaymentBody("ORD-5", "PAY-5", 1)
@@ -239,10 +245,11 @@ func TestIntakeBrokerDownStillAnswers200(t *testing.T) {
 	require.Contains(t, ready["rabbitmq"], "unavailable")
 }
 
-func TestIntakeBrokerReconnectsAndAnnounces(t *testing.T) {
-	t.Parallel()
+func TestIntakeBrokerReconnectsAndAnnounces(t *testing.T) { bothModes(t, testIntakeBrokerReconnectsAndAnnounces) }
+
+func testIntakeBrokerReconnectsAndAnnounces(t *testing.T, mode func(*config.Config)) {
 	proxy := testenv.NewProxy(t, "127.0.0.1:5672")
-	b := setup(t, func(c *config.Config) {
+	b := setup(t, mode, func(c *config.Config) {
 		c.AMQP.URL = "amqp://guest:guest@" + proxy.Addr() + "/"
 	})
 	post := func(id string) testenv.Answer {
@@ -271,10 +278,11 @@ func TestIntakeBrokerReconnectsAndAnnounces(t *testing.T) {
 	require.NotEqual(t, first.LogID, after.LogID)
 }
 
-func TestIntakeMySQLDownAnswers503Fast(t *testing.T) {
-	t.Parallel()
+func TestIntakeMySQLDownAnswers503Fast(t *testing.T) { bothModes(t, testIntakeMySQLDownAnswers503Fast) }
+
+func testIntakeMySQLDownAnswers503Fast(t *testing.T, mode func(*config.Config)) {
 	proxy := testenv.NewProxy(t, "127.0.0.1:3306")
-	b := setup(t, func(c *config.Config) {
+	b := setup(t, mode, func(c *config.Config) {
 		c.MySQL.DSN = strings.Replace(c.MySQL.DSN, "127.0.0.1:3306", proxy.Addr(), 1)
 	})
 	body := testenv.PaymentBody("ORD-7", "PAY-7", 1)
@@ -302,10 +310,11 @@ func TestIntakeMySQLDownAnswers503Fast(t *testing.T) {
 	}, "intake recovers when MySQL is back")
 }
 
-func TestIntakeMySQLHungAnswers503WithinTimeout(t *testing.T) {
-	t.Parallel()
+func TestIntakeMySQLHungAnswers503WithinTimeout(t *testing.T) { bothModes(t, testIntakeMySQLHungAnswers503WithinTimeout) }
+
+func testIntakeMySQLHungAnswers503WithinTimeout(t *testing.T, mode func(*config.Config)) {
 	proxy := testenv.NewProxy(t, "127.0.0.1:3306")
-	b := setup(t, func(c *config.Config) {
+	b := setup(t, mode, func(c *config.Config) {
 		c.MySQL.DSN = strings.Replace(c.MySQL.DSN, "127.0.0.1:3306", proxy.Addr(), 1)
 		c.MySQL.IntakeTimeout = 500 * time.Millisecond
 	})
@@ -330,4 +339,20 @@ func TestHealthAndUnknownRoutes(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+}
+
+// bothModes runs an intake test with group commit on (as shipped) and off
+// (one INSERT per request): both must give the same answers.
+func bothModes(t *testing.T, test func(t *testing.T, mode func(*config.Config))) {
+	t.Parallel()
+	for _, gc := range []bool{true, false} {
+		name := "group_commit"
+		if !gc {
+			name = "per_request"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, func(c *config.Config) { c.MySQL.GroupCommit = gc })
+		})
+	}
 }

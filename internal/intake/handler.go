@@ -110,7 +110,7 @@ func (h *Handler) Callback(c *gin.Context) {
 		Payload:     body,
 		Headers:     storedHeaders(c.Request.Header, src.stored),
 		TraceID:     tracing.TraceID(ctx),
-		ReceivedAt:  now.UTC(),
+		ReceivedAt:  now.UTC().Truncate(time.Microsecond), // as stored
 	}
 	due := row.ReceivedAt.Add(h.ReannounceAfter)
 	row.NextAttemptAt = &due

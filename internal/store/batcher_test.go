@@ -1,0 +1,101 @@
+package store_test
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"callgate/internal/callback"
+	"callgate/internal/store"
+	"callgate/internal/testenv"
+)
+
+func TestBatcherSameAnswersAsOneInsertPerRequest(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t)
+	st := testenv.Store(t, cfg)
+	b := store.NewBatcher(st, 2, 64, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer b.Close()
+
+	// One event already stored before the batches.
+	pre, err := st.InsertCallback(t.Context(), row("e-0", 0))
+	require.NoError(t, err)
+
+	const events, copies = 60, 5
+	type answer struct {
+		event string
+		res   store.InsertResult
+	}
+	answers := make(chan answer, events*copies)
+	var wg sync.WaitGroup
+	for c := range copies {
+		for e := range events {
+			wg.Go(func() {
+				ev := fmt.Sprintf("e-%d", e)
+				res, err := b.InsertCallback(t.Context(), row(ev, c*1000+e))
+				require.NoError(t, err)
+				answers <- answer{ev, res}
+			})
+		}
+	}
+	wg.Wait()
+	close(answers)
+
+	ids := map[string]int64{}
+	fresh := map[string]int{}
+	for a := range answers {
+		if id, ok := ids[a.event]; ok {
+			require.Equal(t, id, a.res.ID, "every answer for %s names the same row", a.event)
+		}
+		ids[a.event] = a.res.ID
+		if !a.res.Duplicate {
+			fresh[a.event]++
+		}
+	}
+	require.Len(t, ids, events)
+	require.Equal(t, pre.ID, ids["e-0"])
+	require.Zero(t, fresh["e-0"], "stored before: every answer is a duplicate")
+	for e := 1; e < events; e++ {
+		require.Equal(t, 1, fresh[fmt.Sprintf("e-%d", e)], "exactly one duplicate:false per new event")
+	}
+	var n int64
+	require.NoError(t, st.DB.Model(&callback.Log{}).Count(&n).Error)
+	require.EqualValues(t, events, n)
+}
+
+func TestBatcherBadRowDoesNotFailItsBatchMates(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t)
+	st := testenv.Store(t, cfg)
+	b := store.NewBatcher(st, 1, 64, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer b.Close()
+	var wg sync.WaitGroup
+	errs := make([]error, 20)
+	for i := range 20 {
+		wg.Go(func() {
+			r := row(fmt.Sprintf("ok-%d", i), i)
+			if i == 7 {
+				r.Kind = string(make([]byte, 300)) // longer than the column: refused
+			}
+			_, errs[i] = b.InsertCallback(t.Context(), r)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if i == 7 {
+			require.Error(t, err)
+		} else {
+			require.NoError(t, err, "row %d", i)
+		}
+	}
+}
+
+func row(event string, n int) *callback.Log {
+	return &callback.Log{Source: "paydemo", Kind: "payment", EventID: event, BusinessKey: "K", Payload: []byte(`{}`),
+		TraceID: fmt.Sprintf("%032x", n+1), ReceivedAt: time.Now().UTC().Truncate(time.Microsecond)}
+}
