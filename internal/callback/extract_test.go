@@ -88,3 +88,40 @@ func BenchmarkExtract(b *testing.B) {
 		}
 	}
 }
+
+func TestCheckJSONShape(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		body string
+		want error
+	}{
+		"ok":                               {`{"a":[1,2,{"b":"c"}],"n":-12.5e3}`, nil},
+		"invalid utf-8":                    {"{\"a\":\"\xff\xfe\"}", callback.ErrInvalidUTF8},
+		"deep":                             {strings.Repeat("[", 65) + strings.Repeat("]", 65), callback.ErrTooDeep},
+		"deep at the limit":                {strings.Repeat("[", 64) + strings.Repeat("]", 64), nil},
+		"huge number":                      {`{"amount":` + strings.Repeat("9", 41) + `}`, callback.ErrNumberTooLong},
+		"long digits in a string are fine": {`{"id":"` + strings.Repeat("9", 100) + `"}`, nil},
+		"brackets in strings do not count": {`{"s":"` + strings.Repeat("[", 100) + `"}`, nil},
+		"escaped quote":                    {`{"s":"a\"[[["}`, nil},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			require.ErrorIs(t, callback.CheckJSONShape([]byte(tc.body)), tc.want)
+			if tc.want == nil {
+				require.NoError(t, callback.CheckJSONShape([]byte(tc.body)))
+			}
+		})
+	}
+}
+
+func FuzzCheckJSONShape(f *testing.F) {
+	f.Add([]byte(`{"a":[1,2,{"b":"c"}]}`))
+	f.Add([]byte("{\"a\":\"\xff\"}"))
+	f.Add([]byte(`[[[[[[`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if callback.CheckJSONShape(body) == nil {
+			// Whatever passes must not break the extractor.
+			_, _, _ = callback.NewExtractor([]string{"id"}, ":", "key", false).Extract(body, "")
+		}
+	})
+}

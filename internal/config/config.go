@@ -9,6 +9,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"mime"
+	"net/netip"
 	"os"
 	"strings"
 	"text/template"
@@ -111,6 +113,18 @@ type HTTP struct {
 	// ShutdownTimeout bounds how long in-flight requests may finish after
 	// SIGTERM. Default 10s.
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+	// Server timeouts, so a slow client cannot hold connections. Defaults:
+	// read_header 5s, read 15s, write 15s, idle 60s.
+	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"`
+	ReadTimeout       time.Duration `koanf:"read_timeout"`
+	WriteTimeout      time.Duration `koanf:"write_timeout"`
+	IdleTimeout       time.Duration `koanf:"idle_timeout"`
+	// MaxHeaderBytes caps the request headers. Default 32 KiB.
+	MaxHeaderBytes int `koanf:"max_header_bytes"`
+	// TLSCertFile and TLSKeyFile switch on TLS (for deployments without a
+	// terminating proxy). Both or neither.
+	TLSCertFile string `koanf:"tls_cert_file"`
+	TLSKeyFile  string `koanf:"tls_key_file"`
 }
 
 // MySQL configures the database pool.
@@ -222,6 +236,27 @@ type Source struct {
 	Response Response `koanf:"response"`
 	// Retry drives the worker's backoff for this source.
 	Retry Retry `koanf:"retry"`
+	// RateLimit caps this source's requests (token bucket); off when rate
+	// is 0. Over it: 429 with Retry-After.
+	RateLimit RateLimit `koanf:"rate_limit"`
+	// AllowIPs, if set, are the CIDRs (or addresses) allowed to call this
+	// source; others get 403. The client address is the TCP peer (put
+	// callgate behind a proxy only if the proxy itself is allowed).
+	AllowIPs []string `koanf:"allow_ips"`
+	// ContentTypes, if set, are the media types accepted (e.g.
+	// application/json); others get 415.
+	ContentTypes []string `koanf:"content_types"`
+	// MaskFields are JSON fields (dot paths) masked in the admin API and
+	// page; the stored payload stays intact for replay.
+	MaskFields []string `koanf:"mask_fields"`
+}
+
+// RateLimit is a token bucket.
+type RateLimit struct {
+	// Rate is requests per second; 0 switches the limit off.
+	Rate float64 `koanf:"rate"`
+	// Burst is the bucket size. Default: max(1, rate).
+	Burst int `koanf:"burst"`
 }
 
 // Signature is a source's verification scheme and its options.
@@ -410,7 +445,9 @@ func expandTree(v any, depth int) any {
 }
 
 // Expand substitutes ${VAR} and ${VAR:-default} (default used when VAR is
-// unset or empty) from the environment. $VAR without braces is left alone so
+// unset or empty) from the environment. When VAR is unset but VAR_FILE
+// names a file, the file's content (without trailing newlines) is used:
+// secrets can come from mounted files. $VAR without braces is left alone so
 // that secrets containing '$' survive.
 func Expand(s string) string {
 	if !strings.Contains(s, "${") {
@@ -432,6 +469,11 @@ func Expand(s string) string {
 		expr := s[i+2 : i+j]
 		name, def, hasDef := strings.Cut(expr, ":-")
 		val := os.Getenv(name)
+		if f := os.Getenv(name + "_FILE"); val == "" && f != "" {
+			if b, err := os.ReadFile(f); err == nil {
+				val = strings.TrimRight(string(b), "\r\n")
+			}
+		}
 		if val == "" && hasDef {
 			val = def
 		}
@@ -447,6 +489,21 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.HTTP.ShutdownTimeout == 0 {
 		c.HTTP.ShutdownTimeout = ShutdownTimeoutDefault
+	}
+	if c.HTTP.ReadHeaderTimeout == 0 {
+		c.HTTP.ReadHeaderTimeout = 5 * time.Second
+	}
+	if c.HTTP.ReadTimeout == 0 {
+		c.HTTP.ReadTimeout = 15 * time.Second
+	}
+	if c.HTTP.WriteTimeout == 0 {
+		c.HTTP.WriteTimeout = 15 * time.Second
+	}
+	if c.HTTP.IdleTimeout == 0 {
+		c.HTTP.IdleTimeout = 60 * time.Second
+	}
+	if c.HTTP.MaxHeaderBytes == 0 {
+		c.HTTP.MaxHeaderBytes = 32 << 10
 	}
 	if c.MySQL.DSN == "" {
 		c.MySQL.DSN = DefaultMySQLDSN
@@ -591,6 +648,9 @@ func (s Source) withDefaults() Source {
 	if s.Retry.MaxAttempts == 0 {
 		s.Retry.MaxAttempts = RetryMaxAttemptsDefault
 	}
+	if s.RateLimit.Rate > 0 && s.RateLimit.Burst == 0 {
+		s.RateLimit.Burst = max(1, int(s.RateLimit.Rate))
+	}
 	if s.Retry.Initial == 0 {
 		s.Retry.Initial = RetryInitialDefault
 	}
@@ -637,6 +697,9 @@ func (c Config) Validate(kinds []string) error {
 	}
 	if c.MySQL.GroupCommitWriters < 1 || c.MySQL.GroupCommitMaxBatch < 1 {
 		bad("mysql.group_commit_writers", "writers and max batch must be at least 1")
+	}
+	if (c.HTTP.TLSCertFile == "") != (c.HTTP.TLSKeyFile == "") {
+		bad("http.tls_cert_file", "tls_cert_file and tls_key_file go together")
 	}
 	if c.MySQL.MaxOpenConns < 1 {
 		bad("mysql.max_open_conns", "must be at least 1")
@@ -706,6 +769,19 @@ func (c Config) Validate(kinds []string) error {
 				bad(field+".response.body", "invalid template: %v", err)
 			}
 		}
+		if s.RateLimit.Rate < 0 || s.RateLimit.Burst < 0 {
+			bad(field+".rate_limit", "rate and burst must not be negative")
+		}
+		for j, cidr := range s.AllowIPs {
+			if _, err := ParseCIDR(cidr); err != nil {
+				bad(fmt.Sprintf("%s.allow_ips[%d]", field, j), "%q is not an address or CIDR", cidr)
+			}
+		}
+		for j, ct := range s.ContentTypes {
+			if _, _, err := mime.ParseMediaType(ct); err != nil {
+				bad(fmt.Sprintf("%s.content_types[%d]", field, j), "%q is not a media type", ct)
+			}
+		}
 		if s.MaxBodyBytes < 1 {
 			bad(field+".max_body_bytes", "must be positive")
 		}
@@ -756,3 +832,19 @@ func prefixErrors(prefix string, err error) error {
 	}
 	return fmt.Errorf("%s%w", prefix, err)
 }
+
+// ParseCIDR reads "10.0.0.0/8" or a bare address ("192.0.2.7", "::1").
+func ParseCIDR(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		return netip.ParsePrefix(s)
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// WithDefaultsForTest fills a source's defaults (for tests that build
+// sources in code).
+func (s Source) WithDefaultsForTest() Source { return s.withDefaults() }

@@ -164,3 +164,33 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestSecretsFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "ship.secret")
+	require.NoError(t, os.WriteFile(f, []byte("from-a-file\n"), 0o600))
+	t.Setenv("T_SHIP_SECRET", "")
+	t.Setenv("T_SHIP_SECRET_FILE", f)
+	cfg, err := config.Parse([]byte(valid), kinds)
+	require.NoError(t, err)
+	require.Equal(t, "from-a-file", cfg.Sources[1].Signature.Secrets[0], "VAR_FILE is read when VAR is unset")
+}
+
+func TestHardeningOptionsValidated(t *testing.T) {
+	t.Setenv("T_SHIP_SECRET", "s3cret")
+	extra := `
+    rate_limit: {rate: 100}
+    allow_ips: ["10.0.0.0/8", "192.0.2.7"]
+    content_types: ["application/json"]
+`
+	cfg, err := config.Parse([]byte(strings.Replace(valid, "    business_key: waybillNo\n", "    business_key: waybillNo\n"+extra[1:], 1)), kinds)
+	require.NoError(t, err)
+	s := cfg.Sources[1]
+	require.Equal(t, 100, s.RateLimit.Burst, "burst defaults to the rate")
+	require.Equal(t, []string{"10.0.0.0/8", "192.0.2.7"}, s.AllowIPs)
+
+	bad := strings.Replace(valid, "    business_key: waybillNo\n", "    business_key: waybillNo\n    allow_ips: [\"10.0.0.0/33\"]\n    content_types: [\"not a type\"]\n", 1)
+	_, err = config.Parse([]byte(bad), kinds)
+	require.ErrorContains(t, err, "sources[1].allow_ips[0]")
+	require.ErrorContains(t, err, "sources[1].content_types[0]")
+}

@@ -70,6 +70,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 	gcfg := Config{
 		Addr:            cfg.HTTP.Addr,
 		ShutdownTimeout: cfg.HTTP.ShutdownTimeout,
+		Server:          cfg.HTTP,
 		Log:             log,
 		Metrics:         m,
 		Intake: &intake.Handler{
@@ -97,6 +98,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 	gcfg.Admin = &admin.Handler{
 		Tokens: tokens,
 		Log:    log,
+		Secure: cfg.HTTP.TLSCertFile != "",
 		Service: &admin.Service{
 			DB:        st.DB,
 			Announcer: ann,

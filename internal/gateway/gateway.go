@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"callgate/internal/admin"
+	"callgate/internal/config"
 	"callgate/internal/intake"
 	"callgate/internal/metrics"
 	"callgate/internal/tracing"
@@ -35,7 +36,9 @@ func (f PingerFunc) Ping(ctx context.Context) error { return f(ctx) }
 type Config struct {
 	Addr            string
 	ShutdownTimeout time.Duration
-	Intake          *intake.Handler
+	// Server holds the timeouts, header cap and TLS files.
+	Server config.HTTP
+	Intake *intake.Handler
 	// Ready lists the dependencies /readyz checks, by name.
 	Ready   map[string]Pinger
 	Log     *slog.Logger
@@ -120,17 +123,24 @@ func Serve(ctx context.Context, cfg Config, handler http.Handler) error {
 
 // ServeListener is Serve on an open listener (tests pick a free port).
 func ServeListener(ctx context.Context, cfg Config, handler http.Handler, ln net.Listener) error {
+	sc := cfg.Server
 	srv := &http.Server{
 		Handler:           handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		ReadHeaderTimeout: sc.ReadHeaderTimeout,
+		ReadTimeout:       sc.ReadTimeout,
+		WriteTimeout:      sc.WriteTimeout,
+		IdleTimeout:       sc.IdleTimeout,
+		MaxHeaderBytes:    sc.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if sc.TLSCertFile != "" {
+			errc <- srv.ServeTLS(ln, sc.TLSCertFile, sc.TLSKeyFile)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	cfg.Log.Info("gateway: listening", "addr", ln.Addr().String())
 	select {
 	case err := <-errc:

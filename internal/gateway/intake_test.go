@@ -53,7 +53,9 @@ func (b *bundle) count(t *testing.T) int {
 	return int(n)
 }
 
-func TestIntakePaymentStoredAndAnnounced(t *testing.T) { bothModes(t, testIntakePaymentStoredAndAnnounced) }
+func TestIntakePaymentStoredAndAnnounced(t *testing.T) {
+	bothModes(t, testIntakePaymentStoredAndAnnounced)
+}
 
 func testIntakePaymentStoredAndAnnounced(t *testing.T, mode func(*config.Config)) {
 	b := setup(t, mode)
@@ -88,7 +90,9 @@ func testIntakePaymentStoredAndAnnounced(t *testing.T, mode func(*config.Config)
 	require.Equal(t, 0, b.logistics.Depth(), "nothing on the other kind's queue")
 }
 
-func TestIntakeLogisticsEventIDFromFields(t *testing.T) { bothModes(t, testIntakeLogisticsEventIDFromFields) }
+func TestIntakeLogisticsEventIDFromFields(t *testing.T) {
+	bothModes(t, testIntakeLogisticsEventIDFromFields)
+}
 
 func testIntakeLogisticsEventIDFromFields(t *testing.T, mode func(*config.Config)) {
 	b := setup(t, mode)
@@ -107,7 +111,9 @@ func testIntakeLogisticsEventIDFromFields(t *testing.T, mode func(*config.Config
 	require.Contains(t, tp, row.TraceID)
 }
 
-func TestIntakeDuplicateSameAnswerNoNewRowNoMessage(t *testing.T) { bothModes(t, testIntakeDuplicateSameAnswerNoNewRowNoMessage) }
+func TestIntakeDuplicateSameAnswerNoNewRowNoMessage(t *testing.T) {
+	bothModes(t, testIntakeDuplicateSameAnswerNoNewRowNoMessage)
+}
 
 func testIntakeDuplicateSameAnswerNoNewRowNoMessage(t *testing.T, mode func(*config.Config)) {
 	b := setup(t, mode)
@@ -126,7 +132,9 @@ func testIntakeDuplicateSameAnswerNoNewRowNoMessage(t *testing.T, mode func(*con
 	require.Len(t, msgs, 1, "a duplicate is not announced again")
 }
 
-func TestIntakeConcurrentDuplicatesOneRowOneMessage(t *testing.T) { bothModes(t, testIntakeConcurrentDuplicatesOneRowOneMessage) }
+func TestIntakeConcurrentDuplicatesOneRowOneMessage(t *testing.T) {
+	bothModes(t, testIntakeConcurrentDuplicatesOneRowOneMessage)
+}
 
 func testIntakeConcurrentDuplicatesOneRowOneMessage(t *testing.T, mode func(*config.Config)) {
 	b := setup(t, mode)
@@ -222,7 +230,9 @@ func testIntakeRefusals(t *testing.T, mode func(*config.Config)) {
 	require.Equal(t, http.StatusOK, a.Status, string(a.Body))
 }
 
-func TestIntakeBrokerDownStillAnswers200(t *testing.T) { bothModes(t, testIntakeBrokerDownStillAnswers200) }
+func TestIntakeBrokerDownStillAnswers200(t *testing.T) {
+	bothModes(t, testIntakeBrokerDownStillAnswers200)
+}
 
 func testIntakeBrokerDownStillAnswers200(t *testing.T, mode func(*config.Config)) {
 	b := setup(t, mode, func(c *config.Config) {
@@ -245,7 +255,9 @@ func testIntakeBrokerDownStillAnswers200(t *testing.T, mode func(*config.Config)
 	require.Contains(t, ready["rabbitmq"], "unavailable")
 }
 
-func TestIntakeBrokerReconnectsAndAnnounces(t *testing.T) { bothModes(t, testIntakeBrokerReconnectsAndAnnounces) }
+func TestIntakeBrokerReconnectsAndAnnounces(t *testing.T) {
+	bothModes(t, testIntakeBrokerReconnectsAndAnnounces)
+}
 
 func testIntakeBrokerReconnectsAndAnnounces(t *testing.T, mode func(*config.Config)) {
 	proxy := testenv.NewProxy(t, "127.0.0.1:5672")
@@ -310,7 +322,9 @@ func testIntakeMySQLDownAnswers503Fast(t *testing.T, mode func(*config.Config)) 
 	}, "intake recovers when MySQL is back")
 }
 
-func TestIntakeMySQLHungAnswers503WithinTimeout(t *testing.T) { bothModes(t, testIntakeMySQLHungAnswers503WithinTimeout) }
+func TestIntakeMySQLHungAnswers503WithinTimeout(t *testing.T) {
+	bothModes(t, testIntakeMySQLHungAnswers503WithinTimeout)
+}
 
 func testIntakeMySQLHungAnswers503WithinTimeout(t *testing.T, mode func(*config.Config)) {
 	proxy := testenv.NewProxy(t, "127.0.0.1:3306")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -52,6 +53,9 @@ const (
 	reasonTooLarge      = "body exceeds the size limit of this source"
 	reasonUnreadable    = "could not read the request body"
 	reasonUnavailable   = "storage temporarily unavailable, please retry"
+	reasonForbidden     = "this address may not call this source"
+	reasonRateLimited   = "rate limit exceeded for this source, retry later"
+	reasonContentType   = "unsupported content type for this source"
 )
 
 // Callback handles POST /callbacks/:source.
@@ -69,6 +73,23 @@ func (h *Handler) Callback(c *gin.Context) {
 	src, ok := h.Sources[c.Param("source")]
 	if !ok {
 		h.fail(c, http.StatusNotFound, reasonUnknownSource, nil)
+		return
+	}
+	// Cheap refusals first: no body read, no HMAC, no database.
+	if !src.allowed(c.Request.RemoteAddr) {
+		h.fail(c, http.StatusForbidden, reasonForbidden, nil)
+		return
+	}
+	if src.limiter != nil {
+		if r := src.limiter.Reserve(); r.Delay() > 0 {
+			r.Cancel()
+			c.Header("Retry-After", strconv.Itoa(max(1, int(math.Ceil(r.Delay().Seconds())))))
+			h.fail(c, http.StatusTooManyRequests, reasonRateLimited, nil)
+			return
+		}
+	}
+	if !src.contentTypeOK(c.GetHeader("Content-Type")) {
+		h.fail(c, http.StatusUnsupportedMediaType, reasonContentType, nil)
 		return
 	}
 	limit := src.Config.MaxBodyBytes
@@ -93,6 +114,10 @@ func (h *Handler) Callback(c *gin.Context) {
 	verified, err := src.Verifier.Verify(c.Request.Header, body, now)
 	if err != nil {
 		h.fail(c, http.StatusUnauthorized, "invalid signature: "+err.Error(), nil)
+		return
+	}
+	if err := callback.CheckJSONShape(body); err != nil {
+		h.fail(c, http.StatusBadRequest, err.Error(), nil)
 		return
 	}
 	eventID, key, err := src.Extractor.Extract(body, verified.EventID)
@@ -151,6 +176,12 @@ func resultOf(status int, duplicate bool) string {
 		return "too_large"
 	case status == http.StatusServiceUnavailable:
 		return "unavailable"
+	case status == http.StatusTooManyRequests:
+		return "rate_limited"
+	case status == http.StatusForbidden:
+		return "forbidden"
+	case status == http.StatusUnsupportedMediaType:
+		return "unsupported_media_type"
 	default:
 		return strconv.Itoa(status)
 	}

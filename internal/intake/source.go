@@ -10,8 +10,12 @@ package intake
 
 import (
 	"fmt"
+	"mime"
 	"net/http"
+	"net/netip"
 	"text/template"
+
+	"golang.org/x/time/rate"
 
 	"callgate/internal/callback"
 	"callgate/internal/config"
@@ -27,6 +31,12 @@ type Source struct {
 	body *template.Template
 	// stored lists the request headers kept with the callback.
 	stored []string
+	// limiter is nil when the source has no rate limit.
+	limiter *rate.Limiter
+	// allow is empty when any address may call.
+	allow []netip.Prefix
+	// contentTypes is empty when any content type is accepted.
+	contentTypes map[string]bool
 }
 
 // commonStoredHeaders are kept with every callback, besides the signature
@@ -47,6 +57,23 @@ func NewSource(cfg config.Source) (*Source, error) {
 	if cfg.Response.Body != "" {
 		if s.body, err = template.New(cfg.Name).Option("missingkey=error").Parse(cfg.Response.Body); err != nil {
 			return nil, fmt.Errorf("response.body: %w", err)
+		}
+	}
+	if cfg.RateLimit.Rate > 0 {
+		s.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit.Rate), cfg.RateLimit.Burst)
+	}
+	for _, c := range cfg.AllowIPs {
+		p, err := config.ParseCIDR(c)
+		if err != nil {
+			return nil, fmt.Errorf("allow_ips: %w", err)
+		}
+		s.allow = append(s.allow, p)
+	}
+	if len(cfg.ContentTypes) > 0 {
+		s.contentTypes = map[string]bool{}
+		for _, ct := range cfg.ContentTypes {
+			mt, _, _ := mime.ParseMediaType(ct)
+			s.contentTypes[mt] = true
 		}
 	}
 	seen := map[string]bool{}
@@ -71,4 +98,31 @@ func NewSources(cfgs []config.Source) (map[string]*Source, error) {
 		out[c.Name] = s
 	}
 	return out, nil
+}
+
+// allowed reports whether the peer address may call this source.
+func (s *Source) allowed(remoteAddr string) bool {
+	if len(s.allow) == 0 {
+		return true
+	}
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return false
+	}
+	addr := ap.Addr().Unmap()
+	for _, p := range s.allow {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// contentTypeOK reports whether the request's media type is accepted.
+func (s *Source) contentTypeOK(header string) bool {
+	if s.contentTypes == nil {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(header)
+	return err == nil && s.contentTypes[mt]
 }
