@@ -1,19 +1,23 @@
 # callgate. `make help` lists the targets.
 SHELL := /bin/bash
 GO    ?= go
-export PATH := /usr/local/go/bin:$(PATH)
+export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 
 BIN := bin
 CONFIG ?= configs/callgate.yaml
 # The whole suite, race detector on; well under 15 minutes on 2 cores.
-TEST_FLAGS ?= -race -count=1 -timeout 14m
+TEST_FLAGS ?= -race -count=1 -timeout 12m
+FAULT_FLAGS ?= -tags fault -count=1 -p 1 -timeout 12m
+FUZZTIME ?= 30s
+GOLANGCI_VERSION := v2.15.0
+GOVULNCHECK_VERSION := v1.9.0
 
-.PHONY: help build services migrate run test lint fmt
+.PHONY: help build services migrate run test test-unit test-faults bench lint fuzz fmt
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-build: ## build bin/gateway and bin/worker
+build: ## build bin/gateway, bin/worker and bin/loadgen
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 services: ## make sure MariaDB and RabbitMQ run on 127.0.0.1 (installs them if missing)
@@ -22,15 +26,38 @@ services: ## make sure MariaDB and RabbitMQ run on 127.0.0.1 (installs them if m
 migrate: services build ## apply the database migrations
 	$(BIN)/gateway -config $(CONFIG) migrate
 
-run: migrate ## run the gateway (and worker) on :8080 against local services
+run: migrate ## run the gateway and the worker on :8080 against local services
 	scripts/run.sh $(CONFIG)
 
-test: services ## run every test against the real MariaDB and RabbitMQ
+test: services ## every test: unit, integration, browser (race detector on), then the fault suite
+	scripts/chromium.sh
+	$(GO) test $(TEST_FLAGS) ./...
+	$(MAKE) --no-print-directory test-faults
+
+test-unit: services ## the tests without the fault suite
 	$(GO) test $(TEST_FLAGS) ./...
 
-lint: ## go vet and gofmt
+test-faults: services ## the fault suite: real processes, killed workers, broker and MySQL outages
+	$(GO) test $(FAULT_FLAGS) -v ./test/fault/
+
+bench: services build ## the benchmark: baseline INSERT, per-request vs group-committed intake, open loop, end to end
+	$(BIN)/loadgen -bin $(BIN) -json bench-latest.json
+
+lint: ## go vet, gofmt, golangci-lint (committed config) and govulncheck
 	$(GO) vet ./...
+	$(GO) vet -tags fault ./test/fault/
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@command -v golangci-lint >/dev/null || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+	golangci-lint run ./...
+	@command -v govulncheck >/dev/null || $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+	scripts/vulncheck.sh
+
+fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
+	@set -e; for t in \
+	  ./internal/signature:FuzzStandardWebhooksVerify ./internal/signature:FuzzStripeHeader ./internal/signature:FuzzHMACVerify \
+	  ./internal/callback:FuzzExtract ./internal/callback:FuzzCheckJSONShape ./internal/config:FuzzParse; do \
+	  pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$fn ($$pkg)"; \
+	  $(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME); done
 
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')

@@ -193,7 +193,8 @@ func (s *Service) Replay(ctx context.Context, actor string, id int64, reason str
 			}
 			return err
 		}
-		if !(l.Status == callback.StatusFailed || force && l.Status == callback.StatusSuccess) {
+		replayable := l.Status == callback.StatusFailed || force && l.Status == callback.StatusSuccess
+		if !replayable {
 			return ErrNotReplayable
 		}
 		if err := makePending(tx, []int64{id}, s.Threshold); err != nil {

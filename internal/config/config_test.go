@@ -117,9 +117,9 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"missing event id", func(s string) string { return strings.Replace(s, "event_id: {fields: [waybillNo, seq]}", "", 1) },
 			[]string{"sources[1].event_id.fields"}},
 		{"typo in a key", func(s string) string {
-			return strings.Replace(s, "business_key: waybillNo", "busines_key: waybillNo", 1)
+			return strings.Replace(s, "business_key: waybillNo", "bizness_key: waybillNo", 1)
 		},
-			[]string{"busines_key"}},
+			[]string{"bizness_key"}},
 		{"bad queue type", func(s string) string { return "amqp: {queue_type: mirrored}\n" + s },
 			[]string{"amqp.queue_type"}},
 		{"none without allow_unsigned", func(s string) string { return strings.Replace(s, "scheme: hmac-sha256", "scheme: none", 1) },

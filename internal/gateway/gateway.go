@@ -154,6 +154,8 @@ func ServeListener(ctx context.Context, cfg Config, handler http.Handler, ln net
 		cfg.Log.Warn("gateway: shutdown timed out, closing remaining connections")
 		_ = srv.Close()
 	}
-	<-errc
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
 	return nil
 }

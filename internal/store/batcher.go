@@ -212,36 +212,41 @@ func (b *Batcher) readBack(ctx context.Context, rows []*pendingInsert) error {
 			byEvent[p.row.EventID] = p
 		}
 		q.WriteByte(')')
-		rs, err := b.st.SQL.QueryContext(ctx, q.String(), args...)
+		found, err := b.scanIDs(ctx, q.String(), args, byEvent)
 		if err != nil {
 			return err
 		}
-		found := 0
-		for rs.Next() {
-			var (
-				id       int64
-				event    string
-				traceID  string
-				received time.Time
-			)
-			if err := rs.Scan(&id, &event, &traceID, &received); err != nil {
-				rs.Close()
-				return err
-			}
-			if p := byEvent[event]; p != nil {
-				found++
-				mine := traceID == p.row.TraceID && received.Equal(p.row.ReceivedAt)
-				p.res = InsertResult{ID: id, Duplicate: !mine}
-			}
-		}
-		if err := rs.Err(); err != nil {
-			rs.Close()
-			return err
-		}
-		rs.Close()
 		if found != len(ps) {
 			return errors.New("callback rows missing after insert")
 		}
 	}
 	return nil
+}
+
+// scanIDs runs the read-back query and answers each pending insert it
+// finds; it returns how many it found.
+func (b *Batcher) scanIDs(ctx context.Context, query string, args []any, byEvent map[string]*pendingInsert) (int, error) {
+	rs, err := b.st.SQL.QueryContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	defer rs.Close()
+	found := 0
+	for rs.Next() {
+		var (
+			id       int64
+			event    string
+			traceID  string
+			received time.Time
+		)
+		if err := rs.Scan(&id, &event, &traceID, &received); err != nil {
+			return found, err
+		}
+		if p := byEvent[event]; p != nil {
+			found++
+			mine := traceID == p.row.TraceID && received.Equal(p.row.ReceivedAt)
+			p.res = InsertResult{ID: id, Duplicate: !mine}
+		}
+	}
+	return found, rs.Err()
 }

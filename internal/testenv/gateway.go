@@ -78,7 +78,7 @@ func (g *Gateway) Stop() error {
 // Logger returns a logger for a component under test: quiet unless
 // CALLGATE_TEST_LOG is set.
 func Logger(t testing.TB, cfg *config.Config) *slog.Logger {
-	var w io.Writer = io.Discard
+	w := io.Discard
 	if testingVerboseLogs() {
 		w = os.Stderr
 	}
