@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -19,6 +20,9 @@ type Handler struct {
 	Log     *slog.Logger
 	// Secure marks the session cookie Secure (the gateway serves TLS).
 	Secure bool
+	// Failures rate-limits failed authentications per client address.
+	// Default: 10 in a row, then one per 6 s.
+	Failures *FailureLimiter
 }
 
 const ctxActor = "callgate.admin.actor"
@@ -28,6 +32,9 @@ const ctxActor = "callgate.admin.actor"
 func (h *Handler) Mount(r *gin.Engine) {
 	if !h.Tokens.Enabled() {
 		return // NoRoute answers 404
+	}
+	if h.Failures == nil {
+		h.Failures = &FailureLimiter{Every: 6 * time.Second, Burst: 10}
 	}
 	api := r.Group("/admin/api", h.bearer)
 	api.GET("/callbacks", h.apiList)
@@ -44,17 +51,42 @@ func (h *Handler) Mount(r *gin.Engine) {
 
 // bearer authenticates Authorization: Bearer <token>.
 func (h *Handler) bearer(c *gin.Context) {
+	if h.tooManyFailures(c) {
+		return
+	}
 	auth := c.GetHeader("Authorization")
 	token, ok := strings.CutPrefix(auth, "Bearer ")
 	name, err := h.Tokens.Authenticate(strings.TrimSpace(token))
 	if !ok || err != nil {
-		h.Log.WarnContext(c.Request.Context(), "admin: rejected API call", "path", c.Request.URL.Path, "remote", c.ClientIP())
+		h.Failures.Fail(clientAddr(c))
+		h.Log.WarnContext(c.Request.Context(), "admin: rejected API call", "path", c.Request.URL.Path, "remote", clientAddr(c))
 		c.Header("WWW-Authenticate", `Bearer realm="callgate-admin"`)
 		apiError(c, http.StatusUnauthorized, ErrBadToken.Error())
 		return
 	}
 	c.Set(ctxActor, name)
 	c.Next()
+}
+
+// tooManyFailures answers 429 when the client failed too often.
+func (h *Handler) tooManyFailures(c *gin.Context) bool {
+	blocked, wait := h.Failures.Blocked(clientAddr(c))
+	if !blocked {
+		return false
+	}
+	c.Header("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.5))))
+	h.Log.WarnContext(c.Request.Context(), "admin: too many failed authentications", "remote", clientAddr(c))
+	apiError(c, http.StatusTooManyRequests, "too many failed authentications, retry later")
+	return true
+}
+
+// clientAddr is the TCP peer's address (X-Forwarded-For is not trusted).
+func clientAddr(c *gin.Context) string {
+	host, _, err := net.SplitHostPort(c.Request.RemoteAddr)
+	if err != nil {
+		return c.Request.RemoteAddr
+	}
+	return host
 }
 
 func apiError(c *gin.Context, status int, reason string) {

@@ -303,11 +303,13 @@ func TestAdminBulkReplay(t *testing.T) {
 		e.createOrder(t, fmt.Sprintf("ORD-BULK-%d", i), 1500)
 	}
 	type job struct {
-		ID       int64   `json:"id"`
-		Status   string  `json:"status"`
-		Matched  int     `json:"matched"`
-		Replayed int     `json:"replayed"`
-		Progress float64 `json:"progress"`
+		ID         int64      `json:"id"`
+		Status     string     `json:"status"`
+		Matched    int        `json:"matched"`
+		Replayed   int        `json:"replayed"`
+		Progress   float64    `json:"progress"`
+		CreatedAt  time.Time  `json:"created_at"`
+		FinishedAt *time.Time `json:"finished_at"`
 	}
 	var j job
 	require.Equal(t, http.StatusAccepted, e.call(t, "POST", "/admin/api/replays", "oncall-token-98765",
@@ -315,16 +317,16 @@ func TestAdminBulkReplay(t *testing.T) {
 	require.Equal(t, 8, j.Matched)
 	require.Equal(t, "RUNNING", j.Status)
 
-	// Rate limited: never all at once.
-	var progress []int
 	testenv.Eventually(t, 20*time.Second, func() bool {
 		require.Equal(t, http.StatusOK, e.call(t, "GET", fmt.Sprintf("/admin/api/replays/%d", j.ID), opsToken, nil, &j))
-		progress = append(progress, j.Replayed)
 		return j.Status == "DONE"
 	}, "job done")
 	require.Equal(t, 8, j.Replayed)
 	require.EqualValues(t, 100, j.Progress)
-	require.Greater(t, len(progress), 2, "the job advanced in steps: %v", progress)
+	// Rate limited: 2 callbacks per 100 ms tick, so 8 take at least three
+	// more ticks after the first, never all at once.
+	require.NotNil(t, j.FinishedAt)
+	require.GreaterOrEqual(t, j.FinishedAt.Sub(j.CreatedAt), 250*time.Millisecond, "the job advanced at the configured rate")
 	for _, id := range ids {
 		e.waitStatus(t, id, callback.StatusSuccess)
 	}
@@ -359,4 +361,17 @@ func TestAdminBulkReplay(t *testing.T) {
 		}
 	}
 	require.Contains(t, bulk, "oncall:8")
+}
+
+func TestAdminFailedAuthenticationsAreRateLimited(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t)
+	for i := range 10 {
+		require.Equal(t, http.StatusUnauthorized, e.call(t, "GET", "/admin/api/callbacks", fmt.Sprintf("guess-%d-aaaaaaaa", i), nil, nil))
+	}
+	var errBody map[string]string
+	require.Equal(t, http.StatusTooManyRequests, e.call(t, "GET", "/admin/api/callbacks", "guess-11-aaaaaaaa", nil, &errBody))
+	require.Contains(t, errBody["error"], "too many failed")
+	require.Equal(t, http.StatusTooManyRequests, e.call(t, "GET", "/admin/api/callbacks", opsToken, nil, nil),
+		"a blocked address waits even with the right token")
 }

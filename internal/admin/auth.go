@@ -11,6 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Token is one admin token and the name that goes into the audit trail.
@@ -77,3 +81,46 @@ func (t Tokens) Authenticate(presented string) (string, error) {
 	}
 	return name, nil
 }
+
+// FailureLimiter slows token guessing down: each client address may fail
+// Burst times in a row, then once per Every. Successful logins do not count.
+type FailureLimiter struct {
+	Every time.Duration
+	Burst int
+	mu    sync.Mutex
+	m     map[string]*rate.Limiter
+}
+
+// maxTrackedClients bounds the limiter's memory under a spray of
+// addresses; past it the table starts afresh.
+const maxTrackedClients = 10000
+
+func (f *FailureLimiter) limiter(client string) *rate.Limiter {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil || len(f.m) > maxTrackedClients {
+		f.m = map[string]*rate.Limiter{}
+	}
+	l := f.m[client]
+	if l == nil {
+		l = rate.NewLimiter(rate.Every(f.Every), f.Burst)
+		f.m[client] = l
+	}
+	return l
+}
+
+// Blocked reports whether client has used up its failures, and how long it
+// must wait.
+func (f *FailureLimiter) Blocked(client string) (bool, time.Duration) {
+	l := f.limiter(client)
+	if l.Tokens() >= 1 {
+		return false, 0
+	}
+	r := l.Reserve()
+	d := r.Delay()
+	r.Cancel()
+	return true, d
+}
+
+// Fail records a failed attempt by client.
+func (f *FailureLimiter) Fail(client string) { f.limiter(client).Allow() }

@@ -45,7 +45,9 @@ type Service struct {
 	Threshold time.Duration
 	// Cap is the largest bulk replay allowed without confirm_large.
 	Cap int
-	Log *slog.Logger
+	// Masks are the JSON fields masked on display, by source.
+	Masks map[string][]string
+	Log   *slog.Logger
 }
 
 // ListFilter selects callbacks for the list.
@@ -160,9 +162,10 @@ func (s *Service) Get(ctx context.Context, id int64) (*Detail, error) {
 		}
 		return nil, fmt.Errorf("error loading callback %d: %w", id, store.Translate(err))
 	}
-	d := &Detail{Summary: summarize(&l), Payload: string(l.Payload), Headers: map[string]string{}}
-	if json.Valid(l.Payload) {
-		d.PayloadJSON = json.RawMessage(l.Payload)
+	shown := maskPayload(l.Payload, s.Masks[l.Source])
+	d := &Detail{Summary: summarize(&l), Payload: string(shown), Headers: map[string]string{}}
+	if json.Valid(shown) {
+		d.PayloadJSON = json.RawMessage(shown)
 	}
 	if len(l.Headers) > 0 {
 		_ = json.Unmarshal(l.Headers, &d.Headers)

@@ -104,6 +104,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 			Announcer: ann,
 			Threshold: cfg.Scheduler.Compensation.Threshold,
 			Cap:       cfg.Admin.ReplayCap,
+			Masks:     masks(cfg.Sources),
 			Log:       log,
 		},
 	}
@@ -122,4 +123,15 @@ func Topology(cfg *config.Config) broker.Topology {
 		Kinds:  kinds.Names(),
 		Quorum: cfg.AMQP.QueueType == config.QueueTypeQuorum,
 	}
+}
+
+// masks collects each source's mask_fields.
+func masks(sources []config.Source) map[string][]string {
+	out := map[string][]string{}
+	for _, s := range sources {
+		if len(s.MaskFields) > 0 {
+			out[s.Name] = s.MaskFields
+		}
+	}
+	return out
 }

@@ -52,6 +52,7 @@ func NewRouter(cfg Config) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
+	_ = r.SetTrustedProxies(nil) // ClientIP is the TCP peer; X-Forwarded-For is not believed
 	r.ContextWithFallback = true
 	r.Use(traceContext(), recoverJSON(cfg.Log))
 	r.NoRoute(func(c *gin.Context) { intake.WriteError(c, http.StatusNotFound, "not found") })
