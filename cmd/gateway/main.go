@@ -71,9 +71,11 @@ func run(args []string, stderr io.Writer) int {
 		// A second signal exits at once: rows already answered are
 		// committed, announcements not yet sent are left to compensation.
 		<-ctx.Done()
-		stop()
+		// Listen for the second signal before giving up the first
+		// handler, so none arrives while the default action is in place.
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		stop()
 		<-sig
 		log.Warn("gateway: second signal, exiting now")
 		os.Exit(1)

@@ -68,9 +68,11 @@ func run(args []string, stderr io.Writer) int {
 		// committed rolls back, and its unacked message returns to the
 		// broker.
 		<-ctx.Done()
-		stop()
+		// Listen for the second signal before giving up the first
+		// handler, so none arrives while the default action is in place.
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		stop()
 		<-sig
 		log.Warn("worker: second signal, exiting now")
 		os.Exit(1)
