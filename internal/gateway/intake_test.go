@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"callgate/internal/callback"
@@ -369,4 +370,21 @@ func bothModes(t *testing.T, test func(t *testing.T, mode func(*config.Config)))
 			test(t, func(c *config.Config) { c.MySQL.GroupCommit = gc })
 		})
 	}
+}
+
+// TestQuorumQueues: with amqp.queue_type quorum (for a RabbitMQ cluster)
+// the queues are declared as quorum queues and callbacks flow through them.
+func TestQuorumQueues(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *config.Config) { c.AMQP.QueueType = config.QueueTypeQuorum })
+	body := testenv.PaymentBody("ORD-Q", "PAY-Q", 1)
+	a := testenv.Post(t, b.gw.URL, "paydemo", body, testenv.PaydemoHeaders(t, b.cfg, "msg_q", time.Now(), body))
+	require.Equal(t, http.StatusOK, a.Status)
+	msg, ok := b.payments.Get(5 * time.Second)
+	require.True(t, ok)
+	require.JSONEq(t, fmt.Sprintf(`{"log_id":%d}`, a.LogID), string(msg.Body))
+	// Redeclaring as classic must fail: proof the queue really is quorum.
+	_, err := b.payments.Channel().QueueDeclare(b.cfg.AMQP.Prefix+".payment", true, false, false, false,
+		amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeClassic})
+	require.ErrorContains(t, err, "PRECONDITION_FAILED")
 }
