@@ -49,7 +49,15 @@ type Config struct {
 	Log       Log       `koanf:"log"`
 	Worker    Worker    `koanf:"worker"`
 	Scheduler Scheduler `koanf:"scheduler"`
+	Tracing   Tracing   `koanf:"tracing"`
 	Sources   []Source  `koanf:"sources"`
+}
+
+// Tracing configures span export. The trace context travels either way.
+type Tracing struct {
+	// OTLPEndpoint (e.g. http://otel-collector:4318) switches span export
+	// over OTLP/HTTP on. Default "": off.
+	OTLPEndpoint string `koanf:"otlp_endpoint"`
 }
 
 // Scheduler configures the worker's background jobs.

@@ -14,6 +14,7 @@ import (
 	"callgate/internal/kinds"
 	"callgate/internal/metrics"
 	"callgate/internal/store"
+	"callgate/internal/tracing"
 )
 
 // announceDrain bounds how long a stopping gateway keeps publishing the
@@ -40,6 +41,12 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 		defer b.Close()
 		inserter = b
 	}
+
+	exporter, err := tracing.NewExporter(ctx, cfg.Tracing.OTLPEndpoint, "callgate-gateway")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = exporter.Shutdown(context.WithoutCancel(ctx)) }()
 
 	m := metrics.New("gateway")
 	topo := Topology(cfg)
@@ -73,6 +80,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 		Server:          cfg.HTTP,
 		Log:             log,
 		Metrics:         m,
+		Tracing:         exporter,
 		Intake: &intake.Handler{
 			Sources:         sources,
 			Store:           inserter,

@@ -45,6 +45,8 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Admin serves /admin/ and /admin/api/ (404 when no token is set).
 	Admin *admin.Handler
+	// Tracing records request spans when configured (nil: off).
+	Tracing *tracing.Exporter
 }
 
 // NewRouter builds the gin engine.
@@ -54,7 +56,7 @@ func NewRouter(cfg Config) *gin.Engine {
 	r.HandleMethodNotAllowed = true
 	_ = r.SetTrustedProxies(nil) // ClientIP is the TCP peer; X-Forwarded-For is not believed
 	r.ContextWithFallback = true
-	r.Use(traceContext(), recoverJSON(cfg.Log))
+	r.Use(traceContext(cfg.Tracing), recoverJSON(cfg.Log))
 	r.NoRoute(func(c *gin.Context) { intake.WriteError(c, http.StatusNotFound, "not found") })
 	r.NoMethod(func(c *gin.Context) { intake.WriteError(c, http.StatusMethodNotAllowed, "method not allowed") })
 
@@ -70,9 +72,10 @@ func NewRouter(cfg Config) *gin.Engine {
 
 // traceContext puts the request's trace (incoming traceparent, or a new
 // one) into its context and echoes the trace id to the caller.
-func traceContext() gin.HandlerFunc {
+func traceContext(exp *tracing.Exporter) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		ctx := tracing.FromHeaders(c.Request.Context(), c.Request.Header)
+		ctx, end := exp.StartRequest(c.Request.Context(), c.Request.Header, c.Request.Method+" "+c.FullPath())
+		defer end()
 		c.Request = c.Request.WithContext(ctx)
 		c.Header("X-Trace-Id", tracing.TraceID(ctx))
 		c.Next()

@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"callgate/internal/broker"
+	"callgate/internal/tracing"
 )
 
 // requeuePause slows the redelivery loop while the database is away.
@@ -106,7 +107,8 @@ func (c *consumer) handle(ctx context.Context, d amqp.Delivery) {
 		_ = d.Ack(false)
 		return
 	}
-	switch c.proc.Process(ctx, an.LogID) {
+	tp, _ := d.Headers[tracing.HeaderTraceParent].(string)
+	switch c.proc.Process(ctx, an.LogID, tp) {
 	case Requeue:
 		select {
 		case <-time.After(requeuePause):

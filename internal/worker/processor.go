@@ -56,6 +56,8 @@ type Processor struct {
 	WorkerID       string
 	Log            *slog.Logger
 	Metrics        *metrics.Metrics
+	// Tracing records spans when an OTLP endpoint is configured (nil: off).
+	Tracing *tracing.Exporter
 	// Hooks lets tests stop the process at a chosen point (fault tests).
 	Hooks Hooks
 }
@@ -79,7 +81,12 @@ var (
 
 // Process handles one log id. It never returns an error: every outcome is
 // recorded in the database, and the Result tells the caller whether to ack.
-func (p *Processor) Process(ctx context.Context, logID int64) Result {
+//
+// traceparent is the announcement's trace context; the callback's own
+// trace id is used when it carries none.
+func (p *Processor) Process(ctx context.Context, logID int64, traceparent string) Result {
+	ctx, end := p.Tracing.StartFromTraceParent(ctx, traceparent, "callgate.process")
+	defer end()
 	started := time.Now().UTC()
 	var (
 		cb        callback.Log
@@ -98,7 +105,10 @@ func (p *Processor) Process(ctx context.Context, logID int64) Result {
 		if cb.Status.Terminal() {
 			return errTerminal
 		}
-		ctx := tracing.FromTraceParent(tctx, traceParentOf(&cb))
+		ctx := tctx
+		if tracing.TraceID(ctx) != cb.TraceID {
+			ctx = tracing.FromTraceParent(tctx, traceParentOf(&cb))
+		}
 		// Per-key ordering, across any number of workers:
 		// 1. only the earliest PENDING callback of a key runs: a later one
 		//    is deferred, and woken when the earlier one settles;
@@ -148,7 +158,10 @@ func (p *Processor) Process(ctx context.Context, logID int64) Result {
 	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 
 	log := p.Log.With("log_id", logID)
-	lctx := tracing.FromTraceParent(ctx, traceParentOf(&cb))
+	lctx := ctx
+	if tracing.TraceID(ctx) != cb.TraceID && cb.TraceID != "" {
+		lctx = tracing.FromTraceParent(ctx, traceParentOf(&cb))
+	}
 	switch {
 	case err == nil:
 		if p.Hooks.AfterCommit != nil {

@@ -20,6 +20,7 @@ import (
 	"callgate/internal/metrics"
 	"callgate/internal/outbox"
 	"callgate/internal/store"
+	"callgate/internal/tracing"
 )
 
 // Options are what tests may change beyond the config.
@@ -50,6 +51,11 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 		return err
 	}
 	defer st.Close()
+	exporter, err := tracing.NewExporter(ctx, cfg.Tracing.OTLPEndpoint, "callgate-worker")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = exporter.Shutdown(context.WithoutCancel(ctx)) }()
 
 	workerID := cfg.Worker.ID
 	if workerID == "" {
@@ -106,6 +112,7 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 		WorkerID:        workerID,
 		Log:             log,
 		Metrics:         m,
+		Tracing:         exporter,
 		Hooks:           opts.Hooks,
 	}
 
