@@ -1,6 +1,363 @@
 package admin
 
-import "github.com/gin-gonic/gin"
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
 
-// mountPage adds the web page under /admin/ (see web.go).
-func (h *Handler) mountPage(r *gin.Engine) {}
+	"github.com/gin-gonic/gin"
+)
+
+// The operator web page: server-rendered HTML (html/template, so every
+// value is escaped for its context), no inline script or style (the CSP
+// forbids both), every page usable without JavaScript. The session is the
+// admin token in an HttpOnly, SameSite=Strict cookie scoped to /admin; every
+// POST also carries a CSRF field derived from it.
+
+const (
+	// sessionCookie holds the admin token (encoded when it has bytes a
+	// cookie cannot carry).
+	sessionCookie = "callgate_admin"
+	sessionMaxAge = 8 * time.Hour
+	// csrfField is the hidden form field every POST carries.
+	csrfField = "csrf"
+	// ctxPageToken is the session's token, for the CSRF check.
+	ctxPageToken = "callgate.admin.page_token"
+	// maxFormBytes bounds a POSTed form (the bulk form's ids list is the
+	// largest thing an operator sends).
+	maxFormBytes = 2 << 20
+)
+
+// contentSecurityPolicy allows only this origin's script and style: no
+// inline code, no framing, forms posting only here.
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+
+// mountPage adds the web page under /admin/.
+func (h *Handler) mountPage(r *gin.Engine) {
+	pub := r.Group("/admin", pageHeaders)
+	pub.GET("/static/:file", serveStatic)
+	pub.GET("/login", h.loginForm)
+	pub.POST("/login", h.login)
+
+	g := r.Group("/admin", pageHeaders, noStore, h.session, h.csrf)
+	g.POST("/logout", h.logout)
+	g.GET("/", h.dashboard)
+	g.GET("/callbacks", h.callbacksPage)
+	g.GET("/callbacks/:id", h.detailPage)
+	g.POST("/callbacks/:id/replay", h.replayPage)
+	g.GET("/replays", h.replaysPage)
+	g.POST("/replays/dry-run", h.dryRunPage)
+	g.POST("/replays", h.createJobPage)
+	g.GET("/replays/:id", h.jobPage)
+	g.POST("/replays/:id/cancel", h.cancelJobPage)
+	g.GET("/audit", h.auditPage)
+}
+
+// pageHeaders sets the security headers of every page and asset.
+func pageHeaders(c *gin.Context) {
+	hd := c.Writer.Header()
+	hd.Set("Content-Security-Policy", contentSecurityPolicy)
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+	c.Next()
+}
+
+func noStore(c *gin.Context) {
+	c.Header("Cache-Control", "no-store")
+	c.Next()
+}
+
+// session admits requests carrying a valid session cookie and sends the
+// others to the login page. A cookie that does not authenticate counts as a
+// failed authentication (it is a way to guess tokens too) and is cleared.
+func (h *Handler) session(c *gin.Context) {
+	token, name, ok := h.sessionToken(c)
+	if !ok && h.hasSessionCookie(c) {
+		if h.pageTooManyFailures(c) {
+			c.Abort()
+			return
+		}
+		h.Failures.Fail(clientAddr(c))
+		h.Log.WarnContext(c.Request.Context(), "admin: rejected page session", "path", c.Request.URL.Path, "remote", clientAddr(c))
+		h.setSession(c, "", -1)
+	}
+	if !ok {
+		target := "/admin/login"
+		if c.Request.Method == http.MethodGet && c.Request.URL.Path != "/admin/" {
+			target += "?next=" + url.QueryEscape(c.Request.URL.RequestURI())
+		}
+		c.Redirect(http.StatusSeeOther, target)
+		c.Abort()
+		return
+	}
+	c.Set(ctxActor, name)
+	c.Set(ctxPageToken, token)
+	c.Next()
+}
+
+// sessionToken reads and checks the session cookie.
+func (h *Handler) sessionToken(c *gin.Context) (token, name string, ok bool) {
+	ck, err := c.Request.Cookie(sessionCookie)
+	if err != nil || ck.Value == "" {
+		return "", "", false
+	}
+	token = decodeCookieToken(ck.Value)
+	name, err = h.Tokens.Authenticate(token)
+	if err != nil {
+		return "", "", false
+	}
+	return token, name, true
+}
+
+func (h *Handler) hasSessionCookie(c *gin.Context) bool {
+	ck, err := c.Request.Cookie(sessionCookie)
+	return err == nil && ck.Value != ""
+}
+
+// pageTooManyFailures answers 429 (a page) when the client failed to
+// authenticate too often; see FailureLimiter.
+func (h *Handler) pageTooManyFailures(c *gin.Context) bool {
+	blocked, wait := h.Failures.Blocked(clientAddr(c))
+	if !blocked {
+		return false
+	}
+	secs := max(1, int(wait.Seconds()+0.5))
+	c.Header("Retry-After", strconv.Itoa(secs))
+	h.Log.WarnContext(c.Request.Context(), "admin: too many failed authentications", "remote", clientAddr(c))
+	h.render(c, http.StatusTooManyRequests, "login", &view{Title: "Log in",
+		Error: fmt.Sprintf("Too many failed attempts from your address. Try again in %d seconds.", secs), Page: loginView{Next: "/admin/"}})
+	return true
+}
+
+// csrfToken is the CSRF value of a session: an HMAC keyed by its token, so
+// it cannot be computed without the token and needs no server state.
+func csrfToken(token string) string {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("callgate-csrf"))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// csrf checks every POST: the form must carry the session's CSRF value,
+// and a browser that says the request comes from another site is refused
+// whatever it carries.
+func (h *Handler) csrf(c *gin.Context) {
+	if c.Request.Method != http.MethodPost {
+		c.Next()
+		return
+	}
+	if !h.readForm(c) {
+		return
+	}
+	want := csrfToken(c.GetString(ctxPageToken))
+	got := c.Request.PostForm.Get(csrfField)
+	if crossSite(c) || !hmac.Equal([]byte(got), []byte(want)) {
+		h.Log.WarnContext(c.Request.Context(), "admin: rejected page POST without a valid CSRF token",
+			"path", c.Request.URL.Path, "actor", c.GetString(ctxActor), "remote", clientAddr(c))
+		h.renderError(c, http.StatusForbidden, "The form is missing its security token or it is out of date. Go back, reload the page and try again.")
+		c.Abort()
+		return
+	}
+	c.Next()
+}
+
+// crossSite reports a request the browser marks as coming from another
+// site (Fetch Metadata). Browsers without it are covered by the CSRF
+// field and SameSite=Strict.
+func crossSite(c *gin.Context) bool {
+	s := c.GetHeader("Sec-Fetch-Site")
+	return s != "" && s != "same-origin" && s != "none"
+}
+
+// readForm parses a bounded POST body; false means it answered.
+func (h *Handler) readForm(c *gin.Context) bool {
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxFormBytes)
+	if err := c.Request.ParseForm(); err != nil {
+		status := http.StatusBadRequest
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		h.renderError(c, status, "The form could not be read.")
+		c.Abort()
+		return false
+	}
+	return true
+}
+
+// loginForm shows the login page (or goes on when already logged in).
+func (h *Handler) loginForm(c *gin.Context) {
+	c.Header("Cache-Control", "no-store")
+	if _, _, ok := h.sessionToken(c); ok {
+		c.Redirect(http.StatusSeeOther, safeNext(c.Query("next")))
+		return
+	}
+	v := &view{Title: "Log in", Page: loginView{Next: safeNext(c.Query("next"))}}
+	if c.Query("out") == "1" {
+		v.Flash = "You are logged out."
+	}
+	h.render(c, http.StatusOK, "login", v)
+}
+
+type loginView struct{ Next string }
+
+// login checks the token and starts the session.
+func (h *Handler) login(c *gin.Context) {
+	c.Header("Cache-Control", "no-store")
+	if !h.readForm(c) {
+		return
+	}
+	next := safeNext(c.Request.PostForm.Get("next"))
+	if crossSite(c) {
+		h.renderError(c, http.StatusForbidden, "Log in from the callgate login page.")
+		return
+	}
+	if h.pageTooManyFailures(c) {
+		return
+	}
+	token := strings.TrimSpace(c.Request.PostForm.Get("token"))
+	name, err := h.Tokens.Authenticate(token)
+	if err != nil {
+		h.Failures.Fail(clientAddr(c))
+		h.Log.WarnContext(c.Request.Context(), "admin: rejected page login", "remote", clientAddr(c))
+		h.render(c, http.StatusUnauthorized, "login", &view{Title: "Log in",
+			Error: "That token is not valid. Use an admin token (CALLGATE_ADMIN_TOKEN).", Page: loginView{Next: next}})
+		return
+	}
+	h.setSession(c, encodeCookieToken(token), int(sessionMaxAge.Seconds()))
+	h.Log.InfoContext(c.Request.Context(), "admin: page login", "actor", name, "remote", clientAddr(c))
+	c.Redirect(http.StatusSeeOther, next)
+}
+
+func (h *Handler) logout(c *gin.Context) {
+	h.setSession(c, "", -1)
+	c.Redirect(http.StatusSeeOther, "/admin/login?out=1")
+}
+
+func (h *Handler) setSession(c *gin.Context, value string, maxAge int) {
+	http.SetCookie(c.Writer, &http.Cookie{
+		Name:     sessionCookie,
+		Value:    value,
+		Path:     "/admin",
+		MaxAge:   maxAge,
+		HttpOnly: true,
+		SameSite: http.SameSiteStrictMode,
+		Secure:   h.Secure || c.Request.TLS != nil,
+	})
+}
+
+// safeNext keeps a post-login target only when it is a page of this
+// surface (never another host: no open redirect).
+func safeNext(next string) string {
+	if next == "" || !strings.HasPrefix(next, "/admin/") || strings.HasPrefix(next, "/admin/login") ||
+		strings.ContainsAny(next, "\\\r\n") || strings.Contains(next, "//") {
+		return "/admin/"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.IsAbs() || u.Host != "" {
+		return "/admin/"
+	}
+	return next
+}
+
+// encodeCookieToken keeps a token as is when every byte may appear in a
+// cookie value and otherwise stores "~" + base64url of it.
+func encodeCookieToken(token string) string {
+	for i := 0; i < len(token); i++ {
+		if !validCookieByte(token[i]) {
+			return "~" + base64.RawURLEncoding.EncodeToString([]byte(token))
+		}
+	}
+	return token
+}
+
+func decodeCookieToken(v string) string {
+	if rest, ok := strings.CutPrefix(v, "~"); ok {
+		if b, err := base64.RawURLEncoding.DecodeString(rest); err == nil {
+			return string(b)
+		}
+	}
+	return v
+}
+
+// validCookieByte is RFC 6265's cookie-octet.
+func validCookieByte(b byte) bool {
+	return b == 0x21 || b >= 0x23 && b <= 0x2b || b >= 0x2d && b <= 0x3a || b >= 0x3c && b <= 0x5b || b >= 0x5d && b <= 0x7e
+}
+
+// view is what every page template gets; Page is the page's own data.
+type view struct {
+	Title   string
+	Nav     string
+	Actor   string
+	CSRF    string
+	Flash   string
+	Error   string
+	Refresh bool
+	Page    any
+}
+
+// render executes a page into a buffer first, so a template error never
+// sends half a page.
+func (h *Handler) render(c *gin.Context, status int, name string, v *view) {
+	if v.Actor == "" {
+		v.Actor = c.GetString(ctxActor)
+	}
+	if tok := c.GetString(ctxPageToken); tok != "" {
+		v.CSRF = csrfToken(tok)
+	}
+	t, ok := pageTemplates[name]
+	var buf bytes.Buffer
+	if ok {
+		if err := t.ExecuteTemplate(&buf, "layout", v); err != nil {
+			ok = false
+			h.Log.ErrorContext(c.Request.Context(), "admin: page template failed", "page", name, "error", err)
+		}
+	}
+	if !ok {
+		c.Data(http.StatusInternalServerError, "text/plain; charset=utf-8", []byte("internal error rendering the page"))
+		return
+	}
+	c.Data(status, "text/html; charset=utf-8", buf.Bytes())
+}
+
+// renderError shows a message in the layout.
+func (h *Handler) renderError(c *gin.Context, status int, msg string) {
+	h.render(c, status, "error", &view{Title: http.StatusText(status), Error: msg})
+}
+
+// pageFail shows a service error: the ones the operator can act on with
+// their message, unexpected ones logged and not shown.
+func (h *Handler) pageFail(c *gin.Context, err error) {
+	if status, msg := userError(err); status != 0 {
+		h.renderError(c, status, msg)
+		return
+	}
+	h.Log.ErrorContext(c.Request.Context(), "admin: page request failed", "path", c.Request.URL.Path, "error", err)
+	h.renderError(c, http.StatusServiceUnavailable, "Storage is temporarily unavailable, please retry.")
+}
+
+// userError is the status and message of an error the operator can act on,
+// or 0 for one that is not theirs.
+func userError(err error) (int, string) {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound, "Not found."
+	case errors.Is(err, ErrReasonRequired), errors.Is(err, ErrEmptyFilter), errors.Is(err, ErrBadFilter):
+		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, ErrNotReplayable), errors.Is(err, ErrTooLarge), errors.Is(err, ErrJobFinished):
+		return http.StatusConflict, err.Error()
+	}
+	return 0, ""
+}

@@ -62,8 +62,11 @@ func (r *ReplayRunner) step(ctx context.Context, jobID int64, budget int) error 
 			return fmt.Errorf("replay job %d has an unreadable filter: %w", j.ID, err)
 		}
 		q := f.scope(tx.Model(&callback.Log{})).Where("id > ? AND id <= ?", j.LastID, j.MaxID)
+		// Plain FOR UPDATE, not SKIP LOCKED: only the lease holder runs
+		// jobs, and a row skipped because someone held it for a moment
+		// would be passed over for good (last_id moves on).
 		if err := q.Select("id", "kind", "trace_id").Order("id").Limit(budget).
-			Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).Find(&picked).Error; err != nil {
+			Clauses(clause.Locking{Strength: "UPDATE"}).Find(&picked).Error; err != nil {
 			return err
 		}
 		now := time.Now().UTC()

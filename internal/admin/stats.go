@@ -49,12 +49,12 @@ func (s *Service) Stats(ctx context.Context) (*Stats, error) {
 		}
 		st.Counts[c.Status][c.Source] = c.N
 	}
-	var oldest *time.Time
-	if err := db.Raw(`SELECT MIN(received_at) FROM callback_log WHERE status = 'PENDING'`).Scan(&oldest).Error; err != nil {
+	var oldest struct{ Oldest *time.Time }
+	if err := db.Raw(`SELECT MIN(received_at) AS oldest FROM callback_log WHERE status = 'PENDING'`).Scan(&oldest).Error; err != nil {
 		return nil, fmt.Errorf("error reading backlog age: %w", store.Translate(err))
 	}
-	if oldest != nil {
-		st.OldestPendingAge = now.Sub(*oldest).Seconds()
+	if oldest.Oldest != nil {
+		st.OldestPendingAge = now.Sub(*oldest.Oldest).Seconds()
 	}
 	hourAgo := now.Add(-time.Hour)
 	if err := db.Raw(`SELECT COUNT(*) FROM callback_log WHERE status = 'FAILED' AND processed_at >= ?`, hourAgo).Scan(&st.FailedLastHour).Error; err != nil {

@@ -192,6 +192,9 @@ type Admin struct {
 	// ReplayRate is how many callbacks per second a bulk replay announces.
 	// Default 200.
 	ReplayRate int `koanf:"replay_rate"`
+	// SecureCookie marks the page's session cookie Secure even when the
+	// gateway itself serves plain HTTP (behind a TLS-terminating proxy).
+	SecureCookie bool `koanf:"secure_cookie"`
 }
 
 // Log configures log/slog.

@@ -106,7 +106,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 	gcfg.Admin = &admin.Handler{
 		Tokens: tokens,
 		Log:    log,
-		Secure: cfg.HTTP.TLSCertFile != "",
+		Secure: cfg.HTTP.TLSCertFile != "" || cfg.Admin.SecureCookie,
 		Service: &admin.Service{
 			DB:        st.DB,
 			Announcer: ann,

@@ -1,0 +1,435 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// callbackStatuses in the order pages show them.
+var callbackStatuses = []string{"PENDING", "SUCCESS", "FAILED"}
+
+// pageID reads :id; false means it answered.
+func (h *Handler) pageID(c *gin.Context) (int64, bool) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		h.renderError(c, http.StatusNotFound, "Not found.")
+		return 0, false
+	}
+	return id, true
+}
+
+// --- dashboard ---
+
+type countCell struct {
+	Status string
+	N      int64
+}
+
+type countRow struct {
+	Source string
+	Cells  []countCell
+	Total  int64
+}
+
+type dashboardView struct {
+	Stats    *Stats
+	Statuses []string
+	Rows     []countRow
+	Totals   []countCell
+	Total    int64
+	Chart    chart
+}
+
+func (h *Handler) dashboard(c *gin.Context) {
+	st, err := h.Service.Stats(c.Request.Context())
+	if err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	d := dashboardView{Stats: st, Statuses: callbackStatuses, Chart: newChart(st.Series)}
+	sources := map[string]bool{}
+	for _, bySource := range st.Counts {
+		for src := range bySource {
+			sources[src] = true
+		}
+	}
+	names := make([]string, 0, len(sources))
+	for s := range sources {
+		names = append(names, s)
+	}
+	sort.Strings(names)
+	totals := map[string]int64{}
+	for _, src := range names {
+		row := countRow{Source: src}
+		for _, status := range callbackStatuses {
+			n := st.Counts[status][src]
+			row.Cells = append(row.Cells, countCell{Status: status, N: n})
+			row.Total += n
+			totals[status] += n
+		}
+		d.Rows = append(d.Rows, row)
+		d.Total += row.Total
+	}
+	for _, status := range callbackStatuses {
+		d.Totals = append(d.Totals, countCell{Status: status, N: totals[status]})
+	}
+	h.render(c, http.StatusOK, "dashboard", &view{Title: "Dashboard", Nav: "dashboard", Page: d})
+}
+
+// --- callbacks list ---
+
+// listForm is the list filter as typed, to show it back.
+type listForm struct {
+	Status, Source, Kind, Key, EventID, Since, Until, Limit, Cursor string
+}
+
+func (f listForm) values() url.Values {
+	v := url.Values{}
+	for k, s := range map[string]string{"status": f.Status, "source": f.Source, "kind": f.Kind, "key": f.Key,
+		"event_id": f.EventID, "since": f.Since, "until": f.Until, "limit": f.Limit} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	return v
+}
+
+type listView struct {
+	Form     listForm
+	Statuses []string
+	Items    []Summary
+	// Older is the next page's URL, Newest the first page's (when not on
+	// it).
+	Older, Newest string
+	Searched      bool
+}
+
+func (h *Handler) callbacksPage(c *gin.Context) {
+	q := func(k string) string { return strings.TrimSpace(c.Query(k)) }
+	form := listForm{Status: q("status"), Source: q("source"), Kind: q("kind"), Key: q("key"), EventID: q("event_id"),
+		Since: q("since"), Until: q("until"), Limit: q("limit"), Cursor: q("cursor")}
+	lv := listView{Form: form, Statuses: callbackStatuses, Searched: len(form.values()) > 0}
+	v := &view{Title: "Callbacks", Nav: "callbacks", Page: &lv}
+	f, err := listFilter(func(k string) string {
+		switch k {
+		case "since", "until":
+			return normTime(q(k))
+		}
+		return q(k)
+	})
+	if err != nil {
+		v.Error = err.Error()
+		h.render(c, http.StatusBadRequest, "callbacks", v)
+		return
+	}
+	page, err := h.Service.List(c.Request.Context(), f)
+	if err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	lv.Items = page.Items
+	if page.NextCursor != nil {
+		vals := form.values()
+		vals.Set("cursor", strconv.FormatInt(*page.NextCursor, 10))
+		lv.Older = "/admin/callbacks?" + vals.Encode()
+	}
+	if form.Cursor != "" {
+		lv.Newest = "/admin/callbacks?" + form.values().Encode()
+	}
+	h.render(c, http.StatusOK, "callbacks", v)
+}
+
+// normTime accepts what people type besides RFC 3339 (a date, a date and
+// time without zone, taken as UTC) and returns RFC 3339; anything else is
+// returned as is for the filter to reject.
+func normTime(s string) string {
+	if s == "" {
+		return s
+	}
+	if _, err := time.Parse(time.RFC3339, s); err == nil {
+		return s
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t.Format(time.RFC3339)
+		}
+	}
+	return s
+}
+
+// --- callback detail and replay ---
+
+type detailView struct {
+	D *Detail
+	// Payload is pretty-printed when it is JSON.
+	Payload       string
+	PayloadIsJSON bool
+	Replayable    bool
+	CanForce      bool
+	Reason        string
+	Force         bool
+}
+
+func (h *Handler) loadDetail(c *gin.Context, id int64) (*detailView, error) {
+	d, err := h.Service.Get(c.Request.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	dv := &detailView{D: d, Payload: d.Payload}
+	if len(d.PayloadJSON) > 0 {
+		var buf bytes.Buffer
+		if json.Indent(&buf, d.PayloadJSON, "", "  ") == nil {
+			dv.Payload, dv.PayloadIsJSON = buf.String(), true
+		}
+	}
+	dv.Replayable = d.Status == "FAILED" || d.Status == "SUCCESS"
+	dv.CanForce = d.Status == "SUCCESS"
+	return dv, nil
+}
+
+func (h *Handler) detailPage(c *gin.Context) {
+	id, ok := h.pageID(c)
+	if !ok {
+		return
+	}
+	dv, err := h.loadDetail(c, id)
+	if err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	v := &view{Title: fmt.Sprintf("Callback %d", id), Nav: "callbacks", Page: dv}
+	if c.Query("replayed") == "1" {
+		v.Flash = "Replay accepted: the callback is PENDING again and was announced to the workers. Reload to follow it."
+	}
+	h.render(c, http.StatusOK, "detail", v)
+}
+
+func (h *Handler) replayPage(c *gin.Context) {
+	id, ok := h.pageID(c)
+	if !ok {
+		return
+	}
+	reason := c.PostForm("reason")
+	force := c.PostForm("force") != ""
+	_, err := h.Service.Replay(c.Request.Context(), c.GetString(ctxActor), id, reason, force)
+	if err == nil {
+		c.Redirect(http.StatusSeeOther, fmt.Sprintf("/admin/callbacks/%d?replayed=1", id))
+		return
+	}
+	status, msg := userError(err)
+	if status == 0 || status == http.StatusNotFound {
+		h.pageFail(c, err)
+		return
+	}
+	dv, lerr := h.loadDetail(c, id)
+	if lerr != nil {
+		h.pageFail(c, lerr)
+		return
+	}
+	dv.Reason, dv.Force = reason, force
+	h.render(c, status, "detail", &view{Title: fmt.Sprintf("Callback %d", id), Nav: "callbacks", Error: "Not replayed: " + msg, Page: dv})
+}
+
+// --- bulk replays ---
+
+// bulkForm is the bulk replay form as typed; the dry-run page carries it
+// on, hidden, to the confirmation.
+type bulkForm struct {
+	Status, Source, Kind, Since, Until, ErrorContains, IDs, Reason string
+	ConfirmLarge                                                   bool
+}
+
+func readBulkForm(c *gin.Context) bulkForm {
+	p := func(k string) string { return strings.TrimSpace(c.PostForm(k)) }
+	return bulkForm{Status: p("status"), Source: p("source"), Kind: p("kind"), Since: p("since"), Until: p("until"),
+		ErrorContains: p("error_contains"), IDs: p("ids"), Reason: p("reason"), ConfirmLarge: p("confirm_large") != ""}
+}
+
+// filter turns the form into a BulkFilter.
+func (f bulkForm) filter() (BulkFilter, error) {
+	bf := BulkFilter{Status: f.Status, Source: f.Source, Kind: f.Kind, ErrorContains: f.ErrorContains}
+	var err error
+	if bf.Since, err = parseTime(normTime(f.Since)); err != nil {
+		return bf, errors.New("since: want RFC 3339, e.g. 2026-01-02T00:00:00Z")
+	}
+	if bf.Until, err = parseTime(normTime(f.Until)); err != nil {
+		return bf, errors.New("until: want RFC 3339, e.g. 2026-01-02T00:00:00Z")
+	}
+	for _, s := range strings.FieldsFunc(f.IDs, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\r' || r == '\t' }) {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || id < 1 {
+			return bf, fmt.Errorf("ids: %q is not a callback id", truncate(20, s))
+		}
+		bf.IDs = append(bf.IDs, id)
+	}
+	return bf, nil
+}
+
+type replaysView struct {
+	Jobs []Job
+	Form bulkForm
+}
+
+func (h *Handler) replaysPage(c *gin.Context) {
+	h.showReplays(c, http.StatusOK, bulkForm{Status: "FAILED"}, "")
+}
+
+func (h *Handler) showReplays(c *gin.Context, status int, form bulkForm, msg string) {
+	jobs, err := h.Service.ListJobs(c.Request.Context(), 50)
+	if err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	h.render(c, status, "replays", &view{Title: "Replays", Nav: "replays", Error: msg, Page: replaysView{Jobs: jobs, Form: form}})
+}
+
+type dryRunView struct {
+	Form   bulkForm
+	Result *DryRunResult
+}
+
+func (h *Handler) dryRunPage(c *gin.Context) {
+	form := readBulkForm(c)
+	f, err := form.filter()
+	if err != nil {
+		h.showReplays(c, http.StatusBadRequest, form, err.Error())
+		return
+	}
+	if form.Reason == "" {
+		h.showReplays(c, http.StatusBadRequest, form, ErrReasonRequired.Error())
+		return
+	}
+	h.showDryRun(c, http.StatusOK, form, f, "")
+}
+
+func (h *Handler) showDryRun(c *gin.Context, status int, form bulkForm, f BulkFilter, msg string) {
+	res, err := h.Service.DryRun(c.Request.Context(), f)
+	if err != nil {
+		if st, umsg := userError(err); st != 0 {
+			h.showReplays(c, st, form, umsg)
+			return
+		}
+		h.pageFail(c, err)
+		return
+	}
+	h.render(c, status, "dryrun", &view{Title: "Confirm bulk replay", Nav: "replays", Error: msg, Page: dryRunView{Form: form, Result: res}})
+}
+
+func (h *Handler) createJobPage(c *gin.Context) {
+	form := readBulkForm(c)
+	f, err := form.filter()
+	if err != nil {
+		h.showReplays(c, http.StatusBadRequest, form, err.Error())
+		return
+	}
+	job, err := h.Service.CreateJob(c.Request.Context(), c.GetString(ctxActor), form.Reason, f, form.ConfirmLarge)
+	if err != nil {
+		switch status, msg := userError(err); {
+		case errors.Is(err, ErrTooLarge):
+			h.showDryRun(c, status, form, f, msg)
+		case status != 0:
+			h.showReplays(c, status, form, msg)
+		default:
+			h.pageFail(c, err)
+		}
+		return
+	}
+	c.Redirect(http.StatusSeeOther, fmt.Sprintf("/admin/replays/%d?created=1", job.ID))
+}
+
+type jobView struct {
+	Job    *Job
+	Filter string
+}
+
+func (h *Handler) jobPage(c *gin.Context) {
+	id, ok := h.pageID(c)
+	if !ok {
+		return
+	}
+	job, err := h.Service.GetJob(c.Request.Context(), id)
+	if err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	v := &view{Title: fmt.Sprintf("Replay job %d", id), Nav: "replays", Refresh: job.Status == JobRunning,
+		Page: jobView{Job: job, Filter: prettyJSON(job.Filter)}}
+	switch {
+	case c.Query("created") == "1":
+		v.Flash = "Bulk replay started: the worker replays the matched callbacks at the configured rate."
+	case c.Query("cancelled") == "1":
+		v.Flash = "Replay job cancelled; what it replayed so far stays replayed."
+	case c.Query("error") == "finished":
+		v.Error = ErrJobFinished.Error() + "."
+	}
+	h.render(c, http.StatusOK, "job", v)
+}
+
+func (h *Handler) cancelJobPage(c *gin.Context) {
+	id, ok := h.pageID(c)
+	if !ok {
+		return
+	}
+	if _, err := h.Service.CancelJob(c.Request.Context(), c.GetString(ctxActor), id); err != nil {
+		if errors.Is(err, ErrJobFinished) {
+			c.Redirect(http.StatusSeeOther, fmt.Sprintf("/admin/replays/%d?error=finished", id))
+			return
+		}
+		h.pageFail(c, err)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, fmt.Sprintf("/admin/replays/%d?cancelled=1", id))
+}
+
+// --- audit ---
+
+type auditRow struct {
+	AuditEntry
+	Link   string
+	Filter string
+}
+
+func (h *Handler) auditPage(c *gin.Context) {
+	entries, err := h.Service.Audit(c.Request.Context(), 200)
+	if err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	rows := make([]auditRow, len(entries))
+	for i, e := range entries {
+		rows[i] = auditRow{AuditEntry: e, Link: auditLink(e.Target)}
+		if len(e.Filter) > 0 {
+			var buf bytes.Buffer
+			if json.Compact(&buf, e.Filter) == nil {
+				rows[i].Filter = buf.String()
+			} else {
+				rows[i].Filter = string(e.Filter)
+			}
+		}
+	}
+	h.render(c, http.StatusOK, "audit", &view{Title: "Audit trail", Nav: "audit", Page: rows})
+}
+
+// auditLink is the page of an audit target: "job:N" or a callback id.
+func auditLink(target string) string {
+	if n, ok := strings.CutPrefix(target, "job:"); ok {
+		if _, err := strconv.ParseInt(n, 10, 64); err == nil {
+			return "/admin/replays/" + n
+		}
+		return ""
+	}
+	if _, err := strconv.ParseInt(target, 10, 64); err == nil {
+		return "/admin/callbacks/" + target
+	}
+	return ""
+}
