@@ -199,10 +199,21 @@ func TestAdminPageInBrowser(t *testing.T) {
 	e.clickAndWait(t, `nav a[href="/admin/audit"]`)
 	rows := pgEval[[][]string](t, e, `Array.from(document.querySelectorAll("table.audit tbody tr")).map(r =>
 		[r.querySelector(".actor").textContent, r.querySelector(".action").textContent, r.children[3].textContent.trim()])`)
-	require.Len(t, rows, 2, "%v", rows)
-	require.Equal(t, []string{browserActor, "bulk_replay"}, rows[0][:2])
-	require.Regexp(t, `^job:\d+$`, rows[0][2])
-	require.Equal(t, []string{browserActor, "replay", strconv.FormatInt(failedID, 10)}, rows[1])
+	var actions [][]string
+	logins := 0
+	for _, r := range rows {
+		if r[1] == "login" {
+			logins++
+			require.Equal(t, browserActor, r[0])
+			continue
+		}
+		actions = append(actions, r)
+	}
+	require.GreaterOrEqual(t, logins, 1, "logins are in the audit trail: %v", rows)
+	require.Len(t, actions, 2, "%v", rows)
+	require.Equal(t, []string{browserActor, "bulk_replay"}, actions[0][:2])
+	require.Regexp(t, `^job:\d+$`, actions[0][2])
+	require.Equal(t, []string{browserActor, "replay", strconv.FormatInt(failedID, 10)}, actions[1])
 
 	// Logging out ends the session.
 	e.clickAndWait(t, "form.logout button")
@@ -369,8 +380,8 @@ func (e *pageEnv) checkHTTP(t *testing.T, xssID int64) (*http.Cookie, string) {
 	require.NoError(t, err)
 	require.Equal(t, callback.StatusFailed, l.Status)
 	var audits int
-	require.NoError(t, e.st.SQL.QueryRow("SELECT COUNT(*) FROM admin_audit").Scan(&audits))
-	require.Zero(t, audits)
+	require.NoError(t, e.st.SQL.QueryRow("SELECT COUNT(*) FROM admin_audit WHERE action <> 'login'").Scan(&audits))
+	require.Zero(t, audits, "refused posts leave no action in the audit trail")
 
 	// The reason is required (the form says so; the server too).
 	resp, body = post(replay, url.Values{"reason": {"  "}, "csrf": {csrf}}, session)

@@ -237,6 +237,7 @@ func (h *Handler) login(c *gin.Context) {
 	}
 	h.setSession(c, encodeCookieToken(token), int(sessionMaxAge.Seconds()))
 	h.Log.InfoContext(c.Request.Context(), "admin: page login", "actor", name, "remote", clientAddr(c))
+	h.Service.Record(c.Request.Context(), name, "login", clientAddr(c))
 	c.Redirect(http.StatusSeeOther, next)
 }
 

@@ -237,6 +237,14 @@ func audit(tx *gorm.DB, actor, action, target, reason string, filter any, count 
 		actor, action, target, reason, f, count, time.Now().UTC()).Error
 }
 
+// Record puts an action without its own transaction (a login) into the
+// audit trail; a failure to write it is logged, not fatal.
+func (s *Service) Record(ctx context.Context, actor, action, target string) {
+	if err := audit(s.DB.WithContext(ctx), actor, action, target, "", nil, 0); err != nil {
+		s.Log.WarnContext(ctx, "admin: could not write the audit trail", "action", action, "actor", actor, "error", err)
+	}
+}
+
 // AuditEntry is one row of the audit trail.
 type AuditEntry struct {
 	ID        int64           `json:"id" gorm:"column:id"`
