@@ -133,6 +133,9 @@ type HTTP struct {
 	// terminating proxy). Both or neither.
 	TLSCertFile string `koanf:"tls_cert_file"`
 	TLSKeyFile  string `koanf:"tls_key_file"`
+	// PprofAddr serves net/http/pprof on a separate listener (for
+	// profiling, e.g. "127.0.0.1:6060"). Default "": off. Never expose it.
+	PprofAddr string `koanf:"pprof_addr"`
 }
 
 // MySQL configures the database pool.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"callgate/internal/admin"
@@ -116,6 +118,13 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 			Log:       log,
 		},
 	}
+	if cfg.HTTP.PprofAddr != "" {
+		stopPprof, err := servePprof(cfg.HTTP.PprofAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
 			return fmt.Errorf("error listening on %s: %w", cfg.HTTP.Addr, err)
@@ -142,4 +151,22 @@ func masks(sources []config.Source) map[string][]string {
 		}
 	}
 	return out
+}
+
+// servePprof serves the Go profiler on its own listener, off by default.
+func servePprof(addr string, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("error listening on http.pprof_addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Warn("gateway: pprof enabled", "addr", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }
