@@ -31,11 +31,7 @@ func StartGateway(t testing.TB, cfg *config.Config) *Gateway {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	g := &Gateway{URL: "http://" + ln.Addr().String(), Cfg: cfg, stop: cancel, done: make(chan error, 1)}
-	log := Logger(t, cfg)
-	go func() { g.done <- gateway.Run(ctx, cfg, log, ln) }()
-	t.Cleanup(func() { _ = g.Stop() })
+	g := StartGatewayOn(t, cfg, ln, "http")
 	Eventually(t, 5*time.Second, func() bool {
 		resp, err := http.Get(g.URL + "/healthz")
 		if err != nil {
@@ -44,6 +40,17 @@ func StartGateway(t testing.TB, cfg *config.Config) *Gateway {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}, "gateway did not come up")
+	return g
+}
+
+// StartGatewayOn runs the gateway on ln; scheme names the URL's scheme.
+func StartGatewayOn(t testing.TB, cfg *config.Config, ln net.Listener, scheme string) *Gateway {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &Gateway{URL: scheme + "://" + ln.Addr().String(), Cfg: cfg, stop: cancel, done: make(chan error, 1)}
+	log := Logger(t, cfg)
+	go func() { g.done <- gateway.Run(ctx, cfg, log, ln) }()
+	t.Cleanup(func() { _ = g.Stop() })
 	return g
 }
 
