@@ -8,18 +8,16 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"callgate/internal/config"
 	"callgate/internal/gateway"
 	"callgate/internal/kinds"
 	"callgate/internal/logging"
+	"callgate/internal/shutdown"
 	"callgate/internal/store"
 )
 
@@ -66,20 +64,8 @@ func run(args []string, stderr io.Writer) int {
 		return 0
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// A second signal exits at once: rows already answered are
-		// committed, announcements not yet sent are left to compensation.
-		<-ctx.Done()
-		// Listen for the second signal before giving up the first
-		// handler, so none arrives while the default action is in place.
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-		stop()
-		<-sig
-		log.Warn("gateway: second signal, exiting now")
-		os.Exit(1)
-	}()
+	ctx, stop := shutdown.OnSignal(log, "gateway")
+	defer stop()
 	if err := gateway.Run(ctx, cfg, log, nil); err != nil {
 		log.Error("gateway: stopped with error", "error", err)
 		return 1

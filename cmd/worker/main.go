@@ -24,6 +24,7 @@ import (
 	"callgate/internal/config"
 	"callgate/internal/kinds"
 	"callgate/internal/logging"
+	"callgate/internal/shutdown"
 	"callgate/internal/store"
 	"callgate/internal/worker"
 )
@@ -62,21 +63,8 @@ func run(args []string, stderr io.Writer) int {
 	log := logging.New(cfg.Log, stderr)
 	store.SetDriverLogger(log)
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// A second signal exits at once. Nothing is lost: a transaction not
-		// committed rolls back, and its unacked message returns to the
-		// broker.
-		<-ctx.Done()
-		// Listen for the second signal before giving up the first
-		// handler, so none arrives while the default action is in place.
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-		stop()
-		<-sig
-		log.Warn("worker: second signal, exiting now")
-		os.Exit(1)
-	}()
+	ctx, stop := shutdown.OnSignal(log, "worker")
+	defer stop()
 	if err := worker.Run(ctx, cfg, reg, log, worker.Options{Hooks: faultHooks(log)}); err != nil {
 		log.Error("worker: stopped with error", "error", err)
 		return 1

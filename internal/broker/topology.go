@@ -55,3 +55,22 @@ func (t Topology) Declare(ch *amqp.Channel) error {
 	}
 	return nil
 }
+
+// QueueDepth returns the ready messages of a kind's queue, on a short-lived
+// channel of conn.
+func (t Topology) QueueDepth(conn *Connection, kind string) (int, error) {
+	c, err := conn.Current()
+	if err != nil {
+		return 0, err
+	}
+	ch, err := c.Channel()
+	if err != nil {
+		return 0, err
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(t.Queue(kind), true, false, false, false, t.QueueArgs())
+	if err != nil {
+		return 0, err
+	}
+	return q.Messages, nil
+}

@@ -102,6 +102,9 @@ type Compensation struct {
 	Threshold time.Duration `koanf:"threshold"`
 	// BatchSize rows are claimed per transaction, oldest due first. Default 500.
 	BatchSize int `koanf:"batch_size"`
+	// MaxQueued skips a kind whose queue already holds more ready messages
+	// than this (a backlog: its announcements are still queued). Default 1000.
+	MaxQueued int `koanf:"max_queued"`
 }
 
 // OutboxRelay publishes outbox rows the fast path left behind.
@@ -581,6 +584,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Scheduler.Compensation.Threshold == 0 {
 		c.Scheduler.Compensation.Threshold = CompensationThresholdDefault
+	}
+	if c.Scheduler.Compensation.MaxQueued == 0 {
+		c.Scheduler.Compensation.MaxQueued = 1000
 	}
 	if c.Scheduler.Compensation.BatchSize == 0 {
 		c.Scheduler.Compensation.BatchSize = CompensationBatchDefault

@@ -32,11 +32,24 @@ type Announcer interface {
 // (a 10-minute delay would hold a 5-second one behind it), and operators can
 // see and change next_attempt_at. The cost is one indexed range scan per
 // interval.
+//
+// Under a backlog the queue itself holds announcements older than the
+// threshold; announcing those callbacks again would only pile duplicates
+// on the workers. So a kind whose queue holds more than MaxQueued ready
+// messages is skipped for that run: its workers are busy anyway, and
+// whatever is due is announced once the queue has come down.
 type Compensation struct {
 	DB        *gorm.DB
 	Announcer Announcer
 	Threshold time.Duration
 	BatchSize int
+	// Kinds are scanned one by one (each has its own queue).
+	Kinds []string
+	// QueueDepth reports the ready messages of a kind's queue; nil skips
+	// the backlog check.
+	QueueDepth func(kind string) (int, error)
+	// MaxQueued is the backlog above which a kind is skipped. Default 1000.
+	MaxQueued int
 	Log       *slog.Logger
 }
 
@@ -44,14 +57,26 @@ type Compensation struct {
 // and returns how many it announced.
 func (c *Compensation) RunOnce(ctx context.Context) (int, error) {
 	total := 0
-	for ctx.Err() == nil {
-		n, full, err := c.batch(ctx)
-		total += n
-		if err != nil {
-			return total, err
+	maxQueued := c.MaxQueued
+	if maxQueued <= 0 {
+		maxQueued = 1000
+	}
+	for _, kind := range c.Kinds {
+		if c.QueueDepth != nil {
+			if depth, err := c.QueueDepth(kind); err == nil && depth > maxQueued {
+				c.Log.Debug("compensation: queue backlog, not adding to it", "kind", kind, "ready", depth)
+				continue
+			}
 		}
-		if n < c.BatchSize || full {
-			break
+		for ctx.Err() == nil {
+			n, full, err := c.batch(ctx, kind)
+			total += n
+			if err != nil {
+				return total, err
+			}
+			if n < c.BatchSize || full {
+				break
+			}
 		}
 	}
 	if total > 0 {
@@ -60,7 +85,7 @@ func (c *Compensation) RunOnce(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-func (c *Compensation) batch(ctx context.Context) (announced int, bufferFull bool, err error) {
+func (c *Compensation) batch(ctx context.Context, kind string) (announced int, bufferFull bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var due []callback.Log
@@ -68,7 +93,7 @@ func (c *Compensation) batch(ctx context.Context) (announced int, bufferFull boo
 	err = c.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		err := tx.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
 			Select("id", "kind", "trace_id").
-			Where("status = ? AND next_attempt_at <= ?", callback.StatusPending, now).
+			Where("status = ? AND next_attempt_at <= ? AND kind = ?", callback.StatusPending, now, kind).
 			Order("next_attempt_at").Limit(c.BatchSize).Find(&due).Error
 		if err != nil {
 			return fmt.Errorf("error claiming due callbacks: %w", err)

@@ -17,7 +17,7 @@ import (
 type Gauges struct {
 	DB      *gorm.DB
 	Metrics *metrics.Metrics
-	// Sources are reset to 0 when absent from a scan.
+	// Sources are the configured sources, one series each.
 	Sources []string
 	// Leader reports whether this instance holds the scheduler lease.
 	Leader func() bool
@@ -30,20 +30,35 @@ func (g *Gauges) RunOnce(ctx context.Context) error {
 	now := time.Now().UTC()
 	db := g.DB.WithContext(ctx)
 
-	var pending []struct {
-		Source string
+	// Per source, on the (source, status, id) index: counting reads index
+	// entries only, and the oldest PENDING is the lowest id.
+	type backlog struct {
 		N      int64
 		Oldest *time.Time
+		Failed int64
 	}
-	if err := db.Raw(`SELECT source, COUNT(*) AS n, MIN(received_at) AS oldest FROM callback_log WHERE status = 'PENDING' GROUP BY source`).Scan(&pending).Error; err != nil {
-		return fmt.Errorf("error reading backlog: %w", err)
-	}
-	var failed []struct {
-		Source string
-		N      int64
-	}
-	if err := db.Raw(`SELECT source, COUNT(*) AS n FROM callback_log WHERE status = 'FAILED' GROUP BY source`).Scan(&failed).Error; err != nil {
-		return fmt.Errorf("error reading failed count: %w", err)
+	figures := make(map[string]backlog, len(g.Sources))
+	for _, src := range g.Sources {
+		var b backlog
+		var first struct {
+			N     int64
+			MinID *int64
+		}
+		if err := db.Raw(`SELECT COUNT(*) AS n, MIN(id) AS min_id FROM callback_log WHERE source = ? AND status = 'PENDING'`, src).Scan(&first).Error; err != nil {
+			return fmt.Errorf("error reading backlog: %w", err)
+		}
+		b.N = first.N
+		if first.MinID != nil {
+			var oldest struct{ ReceivedAt *time.Time }
+			if err := db.Raw(`SELECT received_at FROM callback_log WHERE id = ?`, *first.MinID).Scan(&oldest).Error; err != nil {
+				return fmt.Errorf("error reading backlog age: %w", err)
+			}
+			b.Oldest = oldest.ReceivedAt
+		}
+		if err := db.Raw(`SELECT COUNT(*) FROM callback_log WHERE source = ? AND status = 'FAILED'`, src).Scan(&b.Failed).Error; err != nil {
+			return fmt.Errorf("error reading failed count: %w", err)
+		}
+		figures[src] = b
 	}
 	var ob struct {
 		N      int64
@@ -53,24 +68,19 @@ func (g *Gauges) RunOnce(ctx context.Context) error {
 		return fmt.Errorf("error reading outbox backlog: %w", err)
 	}
 
-	for _, s := range g.Sources {
-		g.Metrics.BacklogPending.WithLabelValues(s).Set(0)
-		g.Metrics.BacklogOldestAge.WithLabelValues(s).Set(0)
-		g.Metrics.FailedCallbacks.WithLabelValues(s).Set(0)
-	}
-	for _, p := range pending {
-		g.Metrics.BacklogPending.WithLabelValues(p.Source).Set(float64(p.N))
-		if p.Oldest != nil {
-			g.Metrics.BacklogOldestAge.WithLabelValues(p.Source).Set(now.Sub(*p.Oldest).Seconds())
+	for src, b := range figures {
+		g.Metrics.BacklogPending.WithLabelValues(src).Set(float64(b.N))
+		age := 0.0
+		if b.Oldest != nil {
+			age = max(0, now.Sub(*b.Oldest).Seconds())
 		}
-	}
-	for _, f := range failed {
-		g.Metrics.FailedCallbacks.WithLabelValues(f.Source).Set(float64(f.N))
+		g.Metrics.BacklogOldestAge.WithLabelValues(src).Set(age)
+		g.Metrics.FailedCallbacks.WithLabelValues(src).Set(float64(b.Failed))
 	}
 	g.Metrics.OutboxPending.Set(float64(ob.N))
 	lag := 0.0
 	if ob.Oldest != nil {
-		lag = now.Sub(*ob.Oldest).Seconds()
+		lag = max(0, now.Sub(*ob.Oldest).Seconds())
 	}
 	g.Metrics.RelayLag.Set(lag)
 	if g.Leader != nil {

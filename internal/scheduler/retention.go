@@ -46,15 +46,12 @@ func (r *Retention) RunOnce(ctx context.Context) (callbacks, outboxRows int, err
 		}
 	}
 	for ctx.Err() == nil {
-		bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		res := r.DB.WithContext(bctx).Exec(`DELETE FROM outbox WHERE status = ? AND sent_at < ? ORDER BY id LIMIT ?`,
-			outbox.StatusSent, cutoff, r.BatchSize)
-		cancel()
-		if res.Error != nil {
-			return callbacks, outboxRows, fmt.Errorf("error deleting sent outbox rows: %w", res.Error)
+		n, err := r.outboxBatch(ctx, cutoff)
+		outboxRows += n
+		if err != nil {
+			return callbacks, outboxRows, err
 		}
-		outboxRows += int(res.RowsAffected)
-		if int(res.RowsAffected) < r.BatchSize {
+		if n < r.BatchSize {
 			break
 		}
 	}
@@ -70,7 +67,7 @@ func (r *Retention) callbackBatch(ctx context.Context, cutoff time.Time) (int, e
 	var ids []int64
 	err := r.DB.WithContext(ctx).Model(&callback.Log{}).
 		Where("status = ? AND processed_at < ?", callback.StatusSuccess, cutoff).
-		Order("id").Limit(r.BatchSize).Pluck("id", &ids).Error
+		Order("processed_at").Limit(r.BatchSize).Pluck("id", &ids).Error
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
@@ -88,4 +85,24 @@ func (r *Retention) callbackBatch(ctx context.Context, cutoff time.Time) (int, e
 		return 0, fmt.Errorf("error deleting old callbacks: %w", err)
 	}
 	return int(deleted), nil
+}
+
+// outboxBatch deletes one batch of old SENT outbox rows: ids first with a
+// plain read, then a delete by id, so no range of the outbox is locked
+// while the relay and the fast path mark rows SENT.
+func (r *Retention) outboxBatch(ctx context.Context, cutoff time.Time) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var ids []int64
+	err := r.DB.WithContext(ctx).Model(&outbox.Row{}).
+		Where("status = ? AND sent_at < ?", outbox.StatusSent, cutoff).
+		Order("sent_at").Limit(r.BatchSize).Pluck("id", &ids).Error
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	res := r.DB.WithContext(ctx).Exec(`DELETE FROM outbox WHERE id IN ? AND status = ?`, ids, outbox.StatusSent)
+	if res.Error != nil {
+		return 0, fmt.Errorf("error deleting sent outbox rows: %w", res.Error)
+	}
+	return int(res.RowsAffected), nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/go-co-op/gocron/v2"
 	"github.com/stretchr/testify/require"
 
+	"callgate/internal/broker"
 	"callgate/internal/callback"
 	"callgate/internal/metrics"
 	"callgate/internal/scheduler"
@@ -109,7 +110,7 @@ func TestCompensationAnnouncesDueCallbacksOnce(t *testing.T) {
 	insert("d", now.Add(-time.Minute), callback.StatusFailed)
 	insert("e", now.Add(-time.Minute), callback.StatusSuccess)
 
-	c := &scheduler.Compensation{DB: st.DB, Announcer: ann, Threshold: time.Minute, BatchSize: 1, Log: quiet}
+	c := &scheduler.Compensation{DB: st.DB, Announcer: ann, Threshold: time.Minute, BatchSize: 1, Kinds: []string{"payment", "logistics"}, Log: quiet}
 	n, err := c.RunOnce(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
@@ -198,4 +199,35 @@ func TestStuckMakesImpossibleDueTimesDue(t *testing.T) {
 		require.NotNil(t, l.NextAttemptAt)
 		require.Equal(t, wantDue, l.NextAttemptAt.Before(time.Now().Add(time.Second)), "log %d", id)
 	}
+}
+
+// TestCompensationLeavesABackloggedQueueAlone: when a kind's queue already
+// holds more than max_queued messages, its due callbacks are not announced
+// again (their announcements are still queued); other kinds are.
+func TestCompensationLeavesABackloggedQueueAlone(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t)
+	st := testenv.Store(t, cfg)
+	ann, conn := testenv.Announcer(t, cfg)
+	topo := broker.Topology{Prefix: cfg.AMQP.Prefix, Kinds: []string{"payment", "logistics"}}
+	for i := range 6 {
+		testenv.Publish(t, cfg, "payment", fmt.Sprintf(`{"log_id":%d}`, 1000+i))
+	}
+	payments := testenv.OpenQueue(t, cfg.AMQP.Prefix+".payment")
+	testenv.Eventually(t, 5*time.Second, func() bool { return payments.Depth() == 6 })
+	due := time.Now().UTC().Add(-time.Minute)
+	for _, k := range []string{"payment", "logistics"} {
+		_, err := st.InsertCallback(t.Context(), &callback.Log{Source: "x", Kind: k, EventID: "e-" + k, BusinessKey: "K",
+			Payload: []byte(`{}`), TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", ReceivedAt: due, NextAttemptAt: &due})
+		require.NoError(t, err)
+	}
+	c := &scheduler.Compensation{DB: st.DB, Announcer: ann, Threshold: time.Minute, BatchSize: 10,
+		Kinds: topo.Kinds, MaxQueued: 5, QueueDepth: func(kind string) (int, error) { return topo.QueueDepth(conn, kind) }, Log: quiet}
+	n, err := c.RunOnce(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "only the logistics callback: the payment queue is backlogged")
+	logistics := testenv.OpenQueue(t, cfg.AMQP.Prefix+".logistics")
+	_, ok := logistics.Get(5 * time.Second)
+	require.True(t, ok)
+	require.Equal(t, 6, payments.Depth(), "nothing added to the backlog")
 }

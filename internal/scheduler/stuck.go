@@ -34,17 +34,12 @@ type Stuck struct {
 func (s *Stuck) RunOnce(ctx context.Context) (int, error) {
 	total := 0
 	for ctx.Err() == nil {
-		bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		now := time.Now().UTC()
-		res := s.DB.WithContext(bctx).Exec(`UPDATE callback_log SET next_attempt_at = ?
-			WHERE status = ? AND (next_attempt_at IS NULL OR next_attempt_at > ?) ORDER BY id LIMIT ?`,
-			now, callback.StatusPending, now.Add(s.Horizon), s.BatchSize)
-		cancel()
-		if res.Error != nil {
-			return total, fmt.Errorf("error releasing stuck callbacks: %w", res.Error)
+		n, err := s.batch(ctx)
+		total += n
+		if err != nil {
+			return total, err
 		}
-		total += int(res.RowsAffected)
-		if int(res.RowsAffected) < s.BatchSize {
+		if n < s.BatchSize {
 			break
 		}
 	}
@@ -52,4 +47,28 @@ func (s *Stuck) RunOnce(ctx context.Context) (int, error) {
 		s.Log.Warn("stuck: made PENDING callbacks without a sane due time due now", "count", total)
 	}
 	return total, nil
+}
+
+// batch finds stuck rows with a plain read on (status, next_attempt_at) and
+// updates them by id, so the scan takes no locks: an UPDATE ... WHERE over
+// the PENDING range would lock every row it looked at.
+func (s *Stuck) batch(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	now := time.Now().UTC()
+	horizon := now.Add(s.Horizon)
+	var ids []int64
+	err := s.DB.WithContext(ctx).Model(&callback.Log{}).
+		Where("status = ? AND (next_attempt_at IS NULL OR next_attempt_at > ?)", callback.StatusPending, horizon).
+		Limit(s.BatchSize).Pluck("id", &ids).Error
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	res := s.DB.WithContext(ctx).Exec(`UPDATE callback_log SET next_attempt_at = ?
+		WHERE id IN ? AND status = ? AND (next_attempt_at IS NULL OR next_attempt_at > ?)`,
+		now, ids, callback.StatusPending, horizon)
+	if res.Error != nil {
+		return 0, fmt.Errorf("error releasing stuck callbacks: %w", res.Error)
+	}
+	return len(ids), nil
 }

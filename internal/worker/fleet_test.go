@@ -114,7 +114,8 @@ func TestMetricsEndpoints(t *testing.T) {
 	testenv.Eventually(t, 5*time.Second, func() bool {
 		wk = scrape(t, "http://"+addr+"/metrics")
 		return strings.Contains(wk, `callgate_backlog_pending{process="worker",source="paydemo"} 0`) &&
-			strings.Contains(wk, `callgate_scheduler_leader{process="worker"} 1`)
+			strings.Contains(wk, `callgate_scheduler_leader{process="worker"} 1`) &&
+			strings.Contains(wk, `callgate_outbox_pending{process="worker"} 0`)
 	}, "gauges refreshed")
 	for _, want := range []string{
 		`callgate_callbacks_processed_total{kind="payment",outcome="success",process="worker"} 1`,

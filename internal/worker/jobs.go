@@ -23,10 +23,12 @@ const leaseName = "callgate-scheduler"
 
 // startJobs starts the fleet-wide jobs (one instance per tick, chosen by the
 // MySQL lease) and the per-instance gauges, and returns their stop func.
-func startJobs(ctx context.Context, cfg *config.Config, st *store.Store, ann *broker.Announcer, m *metrics.Metrics, workerID string, log *slog.Logger) (func(), error) {
+func startJobs(ctx context.Context, cfg *config.Config, st *store.Store, topo broker.Topology, conn *broker.Connection, ann *broker.Announcer, m *metrics.Metrics, workerID string, log *slog.Logger) (func(), error) {
 	sc := cfg.Scheduler
 	elector := scheduler.NewElector(st.SQL, leaseName, workerID, sc.Lease)
-	comp := &scheduler.Compensation{DB: st.DB, Announcer: ann, Threshold: sc.Compensation.Threshold, BatchSize: sc.Compensation.BatchSize, Log: log}
+	comp := &scheduler.Compensation{DB: st.DB, Announcer: ann, Threshold: sc.Compensation.Threshold, BatchSize: sc.Compensation.BatchSize,
+		Kinds: topo.Kinds, MaxQueued: sc.Compensation.MaxQueued,
+		QueueDepth: func(kind string) (int, error) { return topo.QueueDepth(conn, kind) }, Log: log}
 	maxRetry := time.Duration(0)
 	sources := make([]string, 0, len(cfg.Sources))
 	for _, s := range cfg.Sources {

@@ -69,29 +69,10 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 		m = metrics.New("worker")
 	}
 	topo := broker.Topology{Prefix: cfg.AMQP.Prefix, Kinds: reg.Kinds(), Quorum: cfg.AMQP.QueueType == config.QueueTypeQuorum}
-	conn := broker.NewConnection(broker.ConnectionConfig{
-		URL:          cfg.AMQP.URL,
-		Name:         "callgate-worker " + workerID,
-		ReconnectMin: cfg.AMQP.ReconnectMin,
-		ReconnectMax: cfg.AMQP.ReconnectMax,
-		Setup:        topo.Declare,
-		OnReconnect:  m.BrokerReconnects.Inc,
-	}, log)
-	connCtx, stopConn := context.WithCancel(context.WithoutCancel(ctx))
-	connDone := make(chan struct{})
-	go func() { defer close(connDone); conn.Run(connCtx) }()
-	defer func() { stopConn(); <-connDone }()
-
-	ann := broker.NewAnnouncer(broker.AnnouncerConfig{
-		Exchange: topo.CallbacksExchange(),
-		Buffer:   cfg.AMQP.AnnounceBuffer,
-		Window:   cfg.AMQP.ConfirmWindow,
-		AppID:    "callgate-worker",
-	}, conn, log)
+	mq := broker.Start(cfg.AMQP, "callgate-worker "+workerID, topo, announceDrain, m.BrokerReconnects.Inc, log)
+	defer mq.Stop()
+	conn, ann := mq.Conn, mq.Announcer
 	m.ObserveAnnouncer(ann.Published, ann.Dropped, ann.Nacked)
-	annCtx, stopAnn := context.WithCancel(context.WithoutCancel(ctx))
-	go ann.Run(annCtx, announceDrain)
-	defer func() { stopAnn(); <-ann.Done() }()
 
 	pub := downstream.NewPublisher(conn, "callgate-worker")
 	defer pub.Close()
@@ -127,7 +108,7 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 	}
 	defer relay.Stop()
 
-	stopJobs, err := startJobs(ctx, cfg, st, ann, m, workerID, log)
+	stopJobs, err := startJobs(ctx, cfg, st, topo, conn, ann, m, workerID, log)
 	if err != nil {
 		return err
 	}

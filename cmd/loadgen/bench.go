@@ -1,0 +1,499 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/knadh/koanf/parsers/yaml"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"callgate/internal/config"
+	"callgate/internal/kinds"
+	"callgate/internal/store"
+)
+
+// bench holds what every phase shares.
+type bench struct {
+	o       options
+	runID   string
+	dbName  string
+	dsn     string // the benchmark database, as given (store normalizes it)
+	prefix  string // AMQP prefix
+	dir     string // configs and process logs
+	db      *sql.DB
+	amqp    *amqp.Connection
+	secret  string // paydemo's signing secret
+	source  string
+	kind    string
+	orders  int
+	started time.Time
+
+	// children still running, stopped by cleanup.
+	children []*child
+	// mariadbd and beam.smp, when found.
+	mariadbPID, rabbitPID int
+
+	createdDB bool
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(b.started).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func newBench(ctx context.Context, o options) (*bench, error) {
+	b := &bench{o: o, started: time.Now(), source: "paydemo"}
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	b.runID = hex.EncodeToString(id[:])
+	b.dbName = "callgate_bench_" + b.runID
+	b.prefix = "callgate-bench-" + b.runID
+
+	for _, name := range []string{"gateway", "worker"} {
+		p := filepath.Join(o.bin, name)
+		if st, err := os.Stat(p); err != nil || st.IsDir() {
+			return nil, fmt.Errorf("%s not found: build it first (go build -o bin/ ./cmd/... or make build)", p)
+		}
+	}
+	c, err := mysql.ParseDSN(o.mysqlDSN)
+	if err != nil {
+		return nil, fmt.Errorf("invalid -mysql: %w", err)
+	}
+	c.DBName = b.dbName
+	b.dsn = c.FormatDSN()
+
+	dir, err := os.MkdirTemp("", "callgate-bench-"+b.runID+"-")
+	if err != nil {
+		return nil, err
+	}
+	b.dir = dir
+	b.mariadbPID = findDB()
+	b.rabbitPID = findProc("beam.smp", "rabbit boot")
+	return b, nil
+}
+
+// run runs the phases and returns the report; on error the report holds
+// what was measured so far.
+func (b *bench) run(ctx context.Context) (*Report, error) {
+	rep := newReport(b)
+	if err := b.setup(ctx, rep); err != nil {
+		return rep, err
+	}
+	if b.o.phases["baseline"] {
+		ph, err := b.baseline(ctx)
+		rep.Baseline = ph
+		if err != nil {
+			return rep, err
+		}
+	}
+	if b.o.phases["per-request"] {
+		ph, err := b.intakePhase(ctx, "per-request", "pr", false)
+		rep.PerRequest = ph
+		if err != nil {
+			return rep, err
+		}
+	}
+	if b.o.phases["group"] {
+		ph, err := b.intakePhase(ctx, "group", "gc", true)
+		rep.Group = ph
+		if err != nil {
+			return rep, err
+		}
+	}
+	if b.o.phases["open"] {
+		ol, e2e, err := b.openLoop(ctx)
+		rep.OpenLoop, rep.EndToEnd = ol, e2e
+		if err != nil {
+			return rep, err
+		}
+	}
+	rep.TotalSeconds = round(time.Since(b.started).Seconds(), 1)
+	return rep, nil
+}
+
+func (b *bench) setup(ctx context.Context, rep *Report) error {
+	// The signing secret, and a check that the config is valid before any
+	// process starts.
+	cfgPath, err := b.writeConfig("check", variant{groupCommit: true})
+	if err != nil {
+		return err
+	}
+	cfg, err := config.Load(cfgPath, kinds.Names())
+	if err != nil {
+		return fmt.Errorf("config %s (derived from %s): %w", cfgPath, b.o.config, err)
+	}
+	for _, s := range cfg.Sources {
+		if s.Name == b.source {
+			if len(s.Signature.Secrets) == 0 || s.Signature.Scheme != "standard-webhooks" {
+				return fmt.Errorf("source %s must use standard-webhooks with a secret", b.source)
+			}
+			b.secret = s.Signature.Secrets[0]
+			b.kind = s.Kind
+		}
+	}
+	if b.secret == "" {
+		return fmt.Errorf("%s has no source %q", b.o.config, b.source)
+	}
+
+	b.logf("database %s, AMQP prefix %s, logs in %s", b.dbName, b.prefix, b.dir)
+	if _, err := store.Migrate(b.dsn, 2*time.Second); err != nil {
+		return fmt.Errorf("creating the benchmark database: %w", err)
+	}
+	b.createdDB = true
+	norm, err := store.NormalizeDSN(b.dsn, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	if b.db, err = sql.Open("mysql", norm); err != nil {
+		return err
+	}
+	b.db.SetMaxOpenConns(4)
+	b.db.SetMaxIdleConns(4)
+	if b.amqp, err = amqp.DialConfig(b.o.amqpURL, amqp.Config{Properties: amqp.Table{"connection_name": "callgate-loadgen"}}); err != nil {
+		return fmt.Errorf("connecting to RabbitMQ: %w", err)
+	}
+
+	rep.Machine.MariaDB = b.queryString(ctx, "SELECT VERSION()")
+	rep.Machine.InnoDBFlushLogAtTrxCommit = b.queryString(ctx, "SELECT @@innodb_flush_log_at_trx_commit")
+	rep.Machine.InnoDBBufferPoolMB = b.queryString(ctx, "SELECT @@innodb_buffer_pool_size DIV 1048576")
+	if v, ok := b.amqp.Properties["version"].(string); ok {
+		rep.Machine.RabbitMQ = v
+	}
+	busy := machineBusyNow(time.Second)
+	rep.Machine.BusyBeforeStartPct = busy
+	if busy > 20 {
+		b.logf("WARNING: the machine was %.0f%% busy (of one core) in the second before the start: the figures will be noisy", busy)
+	}
+
+	if b.o.phases["open"] {
+		b.orders = int(b.o.rate*(b.o.openWarmup+b.o.openDuration).Seconds()) + 1000
+		t := time.Now()
+		if err := b.createOrders(ctx, b.orders); err != nil {
+			return err
+		}
+		b.logf("created %d orders in %.1fs", b.orders, time.Since(t).Seconds())
+	}
+	return nil
+}
+
+func (b *bench) queryString(ctx context.Context, q string) string {
+	var s string
+	if err := b.db.QueryRowContext(ctx, q).Scan(&s); err != nil {
+		return ""
+	}
+	return s
+}
+
+// orderCode and orderAmount define the n-th order, and the payload that pays it.
+func orderCode(n int) string  { return fmt.Sprintf("BO%09d", n) }
+func orderAmount(n int) int64 { return 1000 + int64(n%9000) }
+
+// createOrders inserts orders 0..n-1 in multi-row INSERTs.
+func (b *bench) createOrders(ctx context.Context, n int) error {
+	const chunk = 5000
+	var q strings.Builder
+	for start := 0; start < n; start += chunk {
+		q.Reset()
+		q.WriteString("INSERT INTO orders (order_code, user_id, amount) VALUES ")
+		for i := start; i < min(start+chunk, n); i++ {
+			if i > start {
+				q.WriteByte(',')
+			}
+			fmt.Fprintf(&q, "('%s',%d,%d)", orderCode(i), 1+i%100000, orderAmount(i))
+		}
+		if _, err := b.db.ExecContext(ctx, q.String()); err != nil {
+			return fmt.Errorf("creating orders: %w", err)
+		}
+	}
+	return nil
+}
+
+// variant is what a phase changes in the shipped config.
+type variant struct {
+	groupCommit    bool
+	announceBuffer int // 0: as shipped
+	httpAddr       string
+	metricsAddr    string
+}
+
+// writeConfig derives a YAML from -config with the benchmark's database,
+// broker prefix, addresses and the variant's settings, and returns its path.
+// ${VAR} references are kept as they are (config expands them).
+func (b *bench) writeConfig(name string, v variant) (string, error) {
+	raw, err := os.ReadFile(b.o.config)
+	if err != nil {
+		return "", fmt.Errorf("reading -config: %w (run from the repository root, or pass -config)", err)
+	}
+	tree, err := yaml.Parser().Unmarshal(raw)
+	if err != nil {
+		return "", fmt.Errorf("parsing %s: %w", b.o.config, err)
+	}
+	set := func(path string, val any) {
+		keys := strings.Split(path, ".")
+		m := tree
+		for _, k := range keys[:len(keys)-1] {
+			next, ok := m[k].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				m[k] = next
+			}
+			m = next
+		}
+		m[keys[len(keys)-1]] = val
+	}
+	set("mysql.dsn", b.dsn)
+	set("mysql.group_commit", v.groupCommit)
+	set("amqp.url", b.o.amqpURL)
+	set("amqp.prefix", b.prefix)
+	if v.announceBuffer > 0 {
+		set("amqp.announce_buffer", v.announceBuffer)
+	}
+	set("log.level", b.o.logLevel)
+	if v.httpAddr != "" {
+		set("http.addr", v.httpAddr)
+	}
+	if v.metricsAddr != "" {
+		set("worker.metrics_addr", v.metricsAddr)
+	} else {
+		set("worker.metrics_addr", "off")
+	}
+	set("worker.id", "bench-worker-"+b.runID)
+	out, err := yaml.Parser().Marshal(tree)
+	if err != nil {
+		return "", err
+	}
+	out = append([]byte("# Written by cmd/loadgen from "+b.o.config+" for run "+b.runID+".\n"), out...)
+	path := filepath.Join(b.dir, name+".yaml")
+	return path, os.WriteFile(path, out, 0o600)
+}
+
+// childEnv is our environment without CALLGATE_* (the benchmark's config
+// file says everything), plus the overrides that pin the run's resources.
+func (b *bench) childEnv(httpAddr string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CALLGATE_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env,
+		"CALLGATE_MYSQL_DSN="+b.dsn,
+		"CALLGATE_AMQP_URL="+b.o.amqpURL,
+		"CALLGATE_AMQP_PREFIX="+b.prefix,
+		"CALLGATE_HTTP_ADDR="+httpAddr,
+	)
+}
+
+// startGateway starts bin/gateway with a config variant and waits for /readyz.
+func (b *bench) startGateway(ctx context.Context, name string, v variant) (*child, string, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	v.httpAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	cfg, err := b.writeConfig(name, v)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := startChild("gateway ("+name+")", filepath.Join(b.o.bin, "gateway"), []string{"-config", cfg, "serve"},
+		b.childEnv(v.httpAddr), filepath.Join(b.dir, name+".log"))
+	if err != nil {
+		return nil, "", err
+	}
+	b.children = append(b.children, c)
+	base := "http://" + v.httpAddr
+	if err := waitHTTP(ctx, base+"/readyz", c, 30*time.Second); err != nil {
+		c.stop(5 * time.Second)
+		return nil, "", err
+	}
+	return c, base, nil
+}
+
+// startWorker starts bin/worker and waits until its metrics answer and its
+// payment consumer is attached.
+func (b *bench) startWorker(ctx context.Context) (*child, string, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cfg, err := b.writeConfig("worker", variant{groupCommit: true, metricsAddr: addr})
+	if err != nil {
+		return nil, "", err
+	}
+	gwPort, err := freePort() // unused by the worker; keeps CALLGATE_HTTP_ADDR harmless
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := startChild("worker", filepath.Join(b.o.bin, "worker"), []string{"-config", cfg},
+		b.childEnv(fmt.Sprintf("127.0.0.1:%d", gwPort)), filepath.Join(b.dir, "worker.log"))
+	if err != nil {
+		return nil, "", err
+	}
+	b.children = append(b.children, c)
+	base := "http://" + addr
+	if err := waitHTTP(ctx, base+"/healthz", c, 30*time.Second); err != nil {
+		c.stop(5 * time.Second)
+		return nil, "", err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, consumers, err := b.queueDepth(b.queue())
+		if err == nil && consumers > 0 {
+			break
+		}
+		if time.Now().After(deadline) || c.exited() {
+			c.stop(5 * time.Second)
+			return nil, "", fmt.Errorf("worker did not attach to %s within 30s; its log (%s) ends:\n%s", b.queue(), c.logPath, c.logTail(20))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return c, base, nil
+}
+
+func (b *bench) queue() string { return b.prefix + "." + b.kind }
+
+// queueDepth returns the messages ready in a queue and its consumers.
+func (b *bench) queueDepth(name string) (messages, consumers int, err error) {
+	ch, err := b.amqp.Channel()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	return q.Messages, q.Consumers, nil
+}
+
+func (b *bench) purge(name string) error {
+	ch, err := b.amqp.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	_, err = ch.QueuePurge(name, false)
+	return err
+}
+
+// cleanup stops what is still running and removes the database, the
+// queues and exchanges and, unless kept, the logs.
+func (b *bench) cleanup(failed bool) {
+	for _, c := range b.children {
+		c.stop(15 * time.Second)
+	}
+	if b.o.keep {
+		b.logf("kept: database %s, AMQP prefix %s, configs and logs in %s", b.dbName, b.prefix, b.dir)
+		return
+	}
+	if b.amqp != nil {
+		if ch, err := b.amqp.Channel(); err == nil {
+			for _, k := range kinds.Names() {
+				_, _ = ch.QueueDelete(b.prefix+"."+k, false, false, false)
+			}
+			_ = ch.ExchangeDelete(b.prefix+".callbacks", false, false)
+			_ = ch.ExchangeDelete(b.prefix+".downstream", false, false)
+			ch.Close()
+		}
+		b.amqp.Close()
+	}
+	if b.db != nil {
+		b.db.Close()
+	}
+	if b.createdDB {
+		if err := dropDatabase(b.o.mysqlDSN, b.dbName); err != nil {
+			b.logf("could not drop %s: %v", b.dbName, err)
+		}
+	}
+	if failed {
+		b.logf("configs and process logs kept in %s", b.dir)
+		return
+	}
+	_ = os.RemoveAll(b.dir)
+}
+
+func dropDatabase(serverDSN, name string) error {
+	c, err := mysql.ParseDSN(serverDSN)
+	if err != nil {
+		return err
+	}
+	c.DBName = ""
+	db, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.Exec("DROP DATABASE IF EXISTS `" + strings.ReplaceAll(name, "`", "``") + "`")
+	return err
+}
+
+// machineBusyNow measures how busy the machine is over d, in % of one core.
+func machineBusyNow(d time.Duration) float64 {
+	b0, _ := machineCPU()
+	time.Sleep(d)
+	b1, _ := machineCPU()
+	return round(100*float64(b1-b0)/clockTicks/d.Seconds(), 1)
+}
+
+// machineInfo fills what the report says about the machine.
+func machineInfo() Machine {
+	m := Machine{NProc: runtime.NumCPU(), Go: runtime.Version(), Date: time.Now().UTC().Format(time.RFC3339)}
+	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if raw, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = "Linux " + strings.TrimSpace(string(raw))
+	}
+	if raw, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		if _, err := fmt.Sscanf(string(raw), "MemTotal: %d kB", &kb); err == nil {
+			m.MemoryGB = round(float64(kb)/1024/1024, 1)
+		}
+	}
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		m.Commit = strings.TrimSpace(string(out))
+		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+			m.Commit += "+dirty"
+		}
+	}
+	return m
+}
+
+// dbStatusVars are the MariaDB counters each window reports the increase of.
+var dbStatusVars = []string{"Questions", "Com_begin", "Com_commit", "Com_select", "Com_insert", "Com_update", "Com_delete",
+	"Com_set_option", "Innodb_data_fsyncs", "Rows_read",
+	"Handler_read_rnd_next", "Innodb_buffer_pool_reads", "Innodb_row_lock_waits", "Innodb_row_lock_time"}
+
+// dbStatus reads MariaDB's global counters (nil on error).
+func (b *bench) dbStatus() map[string]float64 {
+	q := "SHOW GLOBAL STATUS WHERE Variable_name IN ('" + strings.Join(dbStatusVars, "','") + "')"
+	rows, err := b.db.Query(q)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	out := map[string]float64{}
+	for rows.Next() {
+		var k string
+		var v float64
+		if rows.Scan(&k, &v) == nil {
+			out[k] = v
+		}
+	}
+	return out
+}

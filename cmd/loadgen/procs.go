@@ -1,0 +1,483 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// child is a gateway or worker process started by the benchmark.
+type child struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	err     error
+}
+
+func startChild(name, bin string, args, env []string, logPath string) (*child, error) {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	cmd.Stdout = f
+	cmd.Stderr = f
+	// Killed with us if loadgen dies without cleaning up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("error starting %s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		f.Close()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+func (c *child) pid() int { return c.cmd.Process.Pid }
+
+// pidOr0 is pid, or 0 for no process.
+func (c *child) pidOr0() int {
+	if c == nil {
+		return 0
+	}
+	return c.pid()
+}
+
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM and waits; past timeout it kills.
+func (c *child) stop(timeout time.Duration) {
+	if c == nil || c.exited() {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(timeout):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+// logTail returns the last lines of the child's log.
+func (c *child) logTail(n int) string {
+	raw, err := os.ReadFile(c.logPath)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waitHTTP polls url until it answers 200, the child exits, or timeout.
+func waitHTTP(ctx context.Context, url string, c *child, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	cl := &http.Client{Timeout: time.Second}
+	var last string
+	for time.Now().Before(deadline) {
+		if c.exited() {
+			return fmt.Errorf("%s exited (%v) before it was ready; its log (%s) ends:\n%s", c.name, c.err, c.logPath, c.logTail(20))
+		}
+		resp, err := cl.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(body))
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s not ready at %s within %s (last answer: %s); its log (%s) ends:\n%s", c.name, url, timeout, last, c.logPath, c.logTail(20))
+}
+
+// freePort returns a loopback TCP port nobody listens on right now.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ---- /proc ----------------------------------------------------------------
+
+// clockTicks is USER_HZ, 100 on every Linux architecture Go supports
+// (sysconf(_SC_CLK_TCK) is not reachable without cgo).
+const clockTicks = 100
+
+// procCPU returns utime+stime of pid in ticks.
+func procCPU(pid int) (uint64, bool) {
+	self, _, ok := procCPUChildren(pid)
+	return self, ok
+}
+
+// procCPUChildren returns utime+stime of pid, and cutime+cstime: the CPU of
+// its children that exited and were reaped.
+func procCPUChildren(pid int) (self, children uint64, ok bool) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	// The command name may contain spaces and parentheses: fields start
+	// after the last ')'. Then: state(3) ... utime(14) stime(15)
+	// cutime(16) cstime(17).
+	i := bytes.LastIndexByte(raw, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(raw[i+1:]))
+	if len(f) < 15 {
+		return 0, 0, false
+	}
+	var v [4]uint64
+	for k := range v {
+		if v[k], err = strconv.ParseUint(f[11+k], 10, 64); err != nil {
+			return 0, 0, false
+		}
+	}
+	return v[0] + v[1], v[2] + v[3], true
+}
+
+// procMem returns VmRSS and VmHWM of pid in KiB.
+func procMem(pid int) (rss, hwm int64, ok bool) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		var dst *int64
+		switch {
+		case strings.HasPrefix(line, "VmRSS:"):
+			dst = &rss
+		case strings.HasPrefix(line, "VmHWM:"):
+			dst = &hwm
+		default:
+			continue
+		}
+		fs := strings.Fields(line)
+		if len(fs) >= 2 {
+			*dst, _ = strconv.ParseInt(fs[1], 10, 64)
+		}
+	}
+	return rss, hwm, rss > 0
+}
+
+// machineCPU returns busy and total ticks of all CPUs from /proc/stat.
+func machineCPU() (busy, total uint64) {
+	busy, total, _ = machineCPUIRQ()
+	return busy, total
+}
+
+// machineCPUIRQ also returns the ticks spent in hard and soft interrupts
+// (loopback networking is mostly softirq), which no process is charged for.
+func machineCPUIRQ() (busy, total, irq uint64) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, 0
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0, 0
+	}
+	var idle uint64
+	for i, s := range f[1:] {
+		v, _ := strconv.ParseUint(s, 10, 64)
+		if i >= 8 { // guest and guest_nice are already in user and nice
+			break
+		}
+		total += v
+		switch i {
+		case 3, 4: // idle, iowait
+			idle += v
+		case 5, 6: // irq, softirq
+			irq += v
+		}
+	}
+	return total - idle, total, irq
+}
+
+// allProcCPU returns utime+stime of every process, by pid, with its comm.
+func allProcCPU() map[int]procTicks {
+	out := map[int]procTicks{}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		self, children, ok := procCPUChildren(pid)
+		if !ok {
+			continue
+		}
+		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		out[pid] = procTicks{comm: strings.TrimSpace(string(comm)), ticks: self, children: children}
+	}
+	return out
+}
+
+type procTicks struct {
+	comm     string
+	ticks    uint64
+	children uint64
+}
+
+// findProc returns the pid of the oldest process whose comm is name and,
+// if mark is not empty, whose command line contains mark (the RabbitMQ
+// server, not a rabbitmqctl that also runs as beam.smp).
+func findProc(name, mark string) int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	best := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || (best > 0 && pid > best) {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err != nil || strings.TrimSpace(string(comm)) != name {
+			continue
+		}
+		if mark != "" {
+			cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			cmdline = bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})
+			if err != nil || !bytes.Contains(cmdline, []byte(mark)) {
+				continue
+			}
+		}
+		best = pid
+	}
+	return best
+}
+
+// Usage is one process's share of a measured window.
+type Usage struct {
+	CPUSeconds float64 `json:"cpu_seconds"`
+	// CPUPercent is of one core (200 = both cores of a 2-core machine).
+	CPUPercent float64 `json:"cpu_percent"`
+	// PeakRSSMB: VmHWM for the gateway and worker (peak over the process's
+	// life), the largest VmRSS sampled in the window for the others.
+	PeakRSSMB float64 `json:"peak_rss_mb"`
+}
+
+// Resources is the CPU split of one measured window.
+type Resources struct {
+	WindowSeconds float64          `json:"window_seconds"`
+	Procs         map[string]Usage `json:"procs"`
+	// MachineBusy is all CPU time used on the machine (all cores, from
+	// /proc/stat); Other is what none of the processes above used
+	// (other engineers' builds and tests, the kernel's softirqs, ...).
+	MachineBusy Usage `json:"machine_busy"`
+	Other       Usage `json:"other"`
+	// IRQ: hard and soft interrupts (part of Other).
+	IRQ Usage `json:"irq"`
+	// OtherTop: the busiest untracked processes, by command name (part
+	// of Other), e.g. "go 12.3s".
+	OtherTop []string `json:"other_top,omitempty"`
+	// MariaDB: increase of MariaDB's global status counters over the
+	// window (the whole server: other databases' work is included).
+	MariaDB map[string]float64 `json:"mariadb_status,omitempty"`
+}
+
+// meter samples the CPU and memory of named processes over a window.
+type meter struct {
+	procs  map[string]int
+	hwm    map[string]bool // report VmHWM for these (fresh processes)
+	start  map[string]uint64
+	peak   map[string]int64
+	mstart uint64
+	istart uint64
+	all    map[int]procTicks
+	t0     time.Time
+	mu     sync.Mutex
+	stop   chan struct{}
+	done   chan struct{}
+	status func() map[string]float64
+	s0     map[string]float64
+}
+
+func startMeter(procs map[string]int, hwm map[string]bool, status func() map[string]float64) *meter {
+	m := &meter{procs: map[string]int{}, hwm: hwm, start: map[string]uint64{}, peak: map[string]int64{},
+		stop: make(chan struct{}), done: make(chan struct{}), status: status}
+	if status != nil {
+		m.s0 = status()
+	}
+	for name, pid := range procs {
+		if pid <= 0 {
+			continue
+		}
+		if t, ok := procCPU(pid); ok {
+			m.procs[name] = pid
+			m.start[name] = t
+		}
+	}
+	m.all = allProcCPU()
+	m.mstart, _, m.istart = machineCPUIRQ()
+	m.t0 = time.Now()
+	m.sample()
+	go func() {
+		defer close(m.done)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.stop:
+				return
+			case <-t.C:
+				m.sample()
+			}
+		}
+	}()
+	return m
+}
+
+func (m *meter) sample() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, pid := range m.procs {
+		if rss, _, ok := procMem(pid); ok && rss > m.peak[name] {
+			m.peak[name] = rss
+		}
+	}
+}
+
+func (m *meter) finish() Resources {
+	m.sample()
+	close(m.stop)
+	<-m.done
+	secs := time.Since(m.t0).Seconds()
+	r := Resources{WindowSeconds: round(secs, 2), Procs: map[string]Usage{}}
+	if m.status != nil && m.s0 != nil {
+		if s1 := m.status(); s1 != nil {
+			r.MariaDB = map[string]float64{}
+			for k, v := range s1 {
+				r.MariaDB[k] = v - m.s0[k]
+			}
+		}
+	}
+	var tracked float64
+	for name, pid := range m.procs {
+		t, ok := procCPU(pid)
+		if !ok {
+			continue
+		}
+		cpu := float64(t-m.start[name]) / clockTicks
+		tracked += cpu
+		peak := m.peak[name]
+		if m.hwm[name] {
+			if _, hwm, ok := procMem(pid); ok && hwm > peak {
+				peak = hwm
+			}
+		}
+		r.Procs[name] = Usage{CPUSeconds: round(cpu, 2), CPUPercent: round(100*cpu/secs, 1), PeakRSSMB: round(float64(peak)/1024, 1)}
+	}
+	mend, _, iend := machineCPUIRQ()
+	busy := float64(mend-m.mstart) / clockTicks
+	irq := float64(iend-m.istart) / clockTicks
+	r.IRQ = Usage{CPUSeconds: round(irq, 2), CPUPercent: round(100*irq/secs, 1)}
+	ours := map[int]bool{}
+	for _, pid := range m.procs {
+		ours[pid] = true
+	}
+	byComm := map[string]uint64{}
+	for pid, now := range allProcCPU() {
+		if ours[pid] {
+			continue
+		}
+		before, ok := m.all[pid]
+		if ok && before.comm == now.comm && now.ticks >= before.ticks {
+			byComm[now.comm] += now.ticks - before.ticks
+			// Short-lived processes (compilers, test binaries) that ran
+			// and exited in the window show up in their parent.
+			if now.children > before.children {
+				byComm[now.comm+" (exited children)"] += now.children - before.children
+			}
+		} else if !ok {
+			byComm[now.comm] += now.ticks // started in the window
+		}
+	}
+	type kv struct {
+		comm  string
+		ticks uint64
+	}
+	var top []kv
+	for c, t := range byComm {
+		if t > 0 {
+			top = append(top, kv{c, t})
+		}
+	}
+	sort.Slice(top, func(i, j int) bool { return top[i].ticks > top[j].ticks })
+	for _, e := range top[:min(len(top), 4)] {
+		if e.ticks >= clockTicks/10 {
+			r.OtherTop = append(r.OtherTop, fmt.Sprintf("%s %.1fs", e.comm, float64(e.ticks)/clockTicks))
+		}
+	}
+	r.MachineBusy = Usage{CPUSeconds: round(busy, 2), CPUPercent: round(100*busy/secs, 1)}
+	other := max(busy-tracked, 0)
+	r.Other = Usage{CPUSeconds: round(other, 2), CPUPercent: round(100*other/secs, 1)}
+	return r
+}
+
+// peakHWM reads a live process's VmHWM in MB.
+func peakHWM(pid int) (float64, error) {
+	_, hwm, ok := procMem(pid)
+	if !ok {
+		return 0, errors.New("process gone")
+	}
+	return round(float64(hwm)/1024, 1), nil
+}
+
+// findDB returns the pid of MariaDB (or MySQL).
+func findDB() int {
+	if p := findProc("mariadbd", ""); p > 0 {
+		return p
+	}
+	return findProc("mysqld", "")
+}
