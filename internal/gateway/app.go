@@ -52,29 +52,10 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 
 	m := metrics.New("gateway")
 	topo := Topology(cfg)
-	conn := broker.NewConnection(broker.ConnectionConfig{
-		URL:          cfg.AMQP.URL,
-		Name:         "callgate-gateway",
-		ReconnectMin: cfg.AMQP.ReconnectMin,
-		ReconnectMax: cfg.AMQP.ReconnectMax,
-		Setup:        topo.Declare,
-		OnReconnect:  m.BrokerReconnects.Inc,
-	}, log)
-	connCtx, stopConn := context.WithCancel(context.WithoutCancel(ctx))
-	connDone := make(chan struct{})
-	go func() { defer close(connDone); conn.Run(connCtx) }()
-	defer func() { stopConn(); <-connDone }()
-
-	ann := broker.NewAnnouncer(broker.AnnouncerConfig{
-		Exchange: topo.CallbacksExchange(),
-		Buffer:   cfg.AMQP.AnnounceBuffer,
-		Window:   cfg.AMQP.ConfirmWindow,
-		AppID:    "callgate-gateway",
-	}, conn, log)
+	mq := broker.Start(cfg.AMQP, "callgate-gateway", topo, announceDrain, m.BrokerReconnects.Inc, log)
+	defer mq.Stop()
+	conn, ann := mq.Conn, mq.Announcer
 	m.ObserveAnnouncer(ann.Published, ann.Dropped, ann.Nacked)
-	annCtx, stopAnn := context.WithCancel(context.WithoutCancel(ctx))
-	go ann.Run(annCtx, announceDrain)
-	defer func() { stopAnn(); <-ann.Done() }()
 
 	gcfg := Config{
 		Addr:            cfg.HTTP.Addr,
