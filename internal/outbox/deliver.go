@@ -18,9 +18,9 @@ type Publisher interface {
 var _ Publisher = (*downstream.Publisher)(nil)
 
 // Deliver publishes rows that just committed (the fast path) and marks the
-// confirmed ones SENT. What is not confirmed stays PENDING for the relay.
-// It returns how many were sent.
-func Deliver(ctx context.Context, db *gorm.DB, pub Publisher, rows []Row) (int, error) {
+// confirmed ones SENT through m. What is not confirmed stays PENDING for
+// the relay. It returns how many were sent.
+func Deliver(ctx context.Context, m *Marker, pub Publisher, rows []Row) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
@@ -35,7 +35,7 @@ func Deliver(ctx context.Context, db *gorm.DB, pub Publisher, rows []Row) (int, 
 			sent = append(sent, rows[i].ID)
 		}
 	}
-	if err := markSent(ctx, db, sent); err != nil {
+	if err := m.MarkSent(ctx, sent); err != nil {
 		return 0, err
 	}
 	if perr != nil {
@@ -51,7 +51,7 @@ func markSent(ctx context.Context, db *gorm.DB, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markSentTimeout)
 	defer cancel()
 	now := time.Now().UTC()
 	err := db.WithContext(ctx).Model(&Row{}).Where("id IN ?", ids).

@@ -47,6 +47,8 @@ type Processor struct {
 	Exchange string
 	// Publisher publishes outbox rows after commit.
 	Publisher outbox.Publisher
+	// Marker records them SENT, sharing statements between callbacks.
+	Marker *outbox.Marker
 	// Announcer wakes the next callback of a key.
 	Announcer Announcer
 	// ReannounceAfter is the safety net of a deferred callback.
@@ -167,7 +169,7 @@ func (p *Processor) Process(ctx context.Context, logID int64, traceparent string
 		if p.Hooks.AfterCommit != nil {
 			p.Hooks.AfterCommit(logID)
 		}
-		sent, perr := outbox.Deliver(ctx, p.DB, p.Publisher, rows)
+		sent, perr := outbox.Deliver(ctx, p.Marker, p.Publisher, rows)
 		p.Metrics.OutboxPublished.WithLabelValues("fast").Add(float64(sent))
 		if perr != nil {
 			log.WarnContext(lctx, "worker: outbox left for the relay", "error", perr)

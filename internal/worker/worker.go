@@ -76,6 +76,8 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 
 	pub := downstream.NewPublisher(conn, "callgate-worker")
 	defer pub.Close()
+	marker := outbox.NewMarker(st.DB)
+	defer marker.Close()
 
 	retry := make(map[string]config.Retry, len(cfg.Sources))
 	for _, s := range cfg.Sources {
@@ -87,6 +89,7 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 		Retry:           retry,
 		Exchange:        topo.DownstreamExchange(),
 		Publisher:       pub,
+		Marker:          marker,
 		Announcer:       ann,
 		ReannounceAfter: cfg.Scheduler.Compensation.Threshold,
 		HandlerTimeout:  cfg.Worker.HandlerTimeout,
