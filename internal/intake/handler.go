@@ -159,32 +159,28 @@ func (h *Handler) Callback(c *gin.Context) {
 
 const ctxDuplicate = "callgate.duplicate"
 
+// results name the answers in callgate_intake_requests_total{result}.
+var results = map[int]string{
+	http.StatusOK:                    "accepted",
+	http.StatusBadRequest:            "bad_request",
+	http.StatusUnauthorized:          "unauthorized",
+	http.StatusForbidden:             "forbidden",
+	http.StatusNotFound:              "unknown_source",
+	http.StatusRequestEntityTooLarge: "too_large",
+	http.StatusUnsupportedMediaType:  "unsupported_media_type",
+	http.StatusTooManyRequests:       "rate_limited",
+	http.StatusServiceUnavailable:    "unavailable",
+}
+
 // resultOf names an answer for callgate_intake_requests_total.
 func resultOf(status int, duplicate bool) string {
-	switch {
-	case status == http.StatusOK && duplicate:
+	if status == http.StatusOK && duplicate {
 		return "duplicate"
-	case status == http.StatusOK:
-		return "accepted"
-	case status == http.StatusBadRequest:
-		return "bad_request"
-	case status == http.StatusUnauthorized:
-		return "unauthorized"
-	case status == http.StatusNotFound:
-		return "unknown_source"
-	case status == http.StatusRequestEntityTooLarge:
-		return "too_large"
-	case status == http.StatusServiceUnavailable:
-		return "unavailable"
-	case status == http.StatusTooManyRequests:
-		return "rate_limited"
-	case status == http.StatusForbidden:
-		return "forbidden"
-	case status == http.StatusUnsupportedMediaType:
-		return "unsupported_media_type"
-	default:
-		return strconv.Itoa(status)
 	}
+	if r, ok := results[status]; ok {
+		return r
+	}
+	return strconv.Itoa(status)
 }
 
 func readBody(r io.Reader, limit int64) ([]byte, error) {
