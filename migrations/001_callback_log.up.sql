@@ -18,8 +18,10 @@ CREATE TABLE IF NOT EXISTS callback_log (
     PRIMARY KEY (id),
     -- The idempotency key: a platform re-sending the same event gets the same row.
     UNIQUE KEY uq_callback_log_source_event (source, event_id),
-    -- Worker and compensation scans: PENDING rows that are due.
-    KEY ix_callback_log_status_due (status, next_attempt_at),
+    -- Compensation's claim, per kind: PENDING rows of a kind that are due.
+    -- kind sits before next_attempt_at so that the locking read of one kind
+    -- never walks (and locks) the due rows of another.
+    KEY ix_callback_log_status_due (status, kind, next_attempt_at),
     -- Per-key ordering (is an earlier callback of this key still PENDING?)
     -- and operator search by key.
     KEY ix_callback_log_key (business_key, kind, status, id),

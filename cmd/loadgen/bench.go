@@ -223,6 +223,7 @@ type variant struct {
 	announceBuffer int // 0: as shipped
 	httpAddr       string
 	metricsAddr    string
+	pprofAddr      string
 }
 
 // writeConfig derives a YAML from -config with the benchmark's database,
@@ -260,6 +261,9 @@ func (b *bench) writeConfig(name string, v variant) (string, error) {
 	set("log.level", b.o.logLevel)
 	if v.httpAddr != "" {
 		set("http.addr", v.httpAddr)
+	}
+	if v.pprofAddr != "" {
+		set("http.pprof_addr", v.pprofAddr)
 	}
 	if v.metricsAddr != "" {
 		set("worker.metrics_addr", v.metricsAddr)
@@ -494,6 +498,31 @@ func (b *bench) dbStatus() map[string]float64 {
 		if rows.Scan(&k, &v) == nil {
 			out[k] = v
 		}
+	}
+	if rows.Err() != nil {
+		return nil
+	}
+	return out
+}
+
+// foreignQueries names the other databases with a query running in MariaDB
+// right now (not ours, not idle connections).
+func (b *bench) foreignQueries() []string {
+	rows, err := b.db.Query(`SELECT DISTINCT DB FROM information_schema.PROCESSLIST
+		WHERE COMMAND = 'Query' AND DB IS NOT NULL AND DB <> ? AND ID <> CONNECTION_ID()`, b.dbName)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var d string
+		if rows.Scan(&d) == nil {
+			out = append(out, d)
+		}
+	}
+	if rows.Err() != nil {
+		return nil
 	}
 	return out
 }

@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -65,6 +67,7 @@ type ClosedPhase struct {
 	Verify       Verify      `json:"verify"`
 	Resources    Resources   `json:"resources"`
 	GatewayRSSMB float64     `json:"gateway_peak_rss_mb,omitempty"`
+	CPUProfile   string      `json:"cpu_profile,omitempty"`
 }
 
 type closedRec struct {
@@ -127,7 +130,7 @@ func (b *bench) closedLoop(ctx context.Context, conc int, procs map[string]int, 
 	case <-ctx.Done():
 	case <-time.After(time.Until(t0.Add(b.o.warmup))):
 	}
-	m := startMeter(procs, hwm, b.dbStatus)
+	m := startMeter(procs, hwm, b.dbStatus, b.foreignQueries)
 	select {
 	case <-ctx.Done():
 	case <-time.After(time.Until(end)):
@@ -264,9 +267,24 @@ func (b *bench) intakePhase(ctx context.Context, name, tag string, group bool) (
 	if err := b.purge(b.queue()); err != nil && !isNotFound(err) {
 		return ph, err
 	}
-	gw, base, err := b.startGateway(ctx, name, variant{groupCommit: group, announceBuffer: b.o.announceBuf})
+	v := variant{groupCommit: group, announceBuffer: b.o.announceBuf}
+	profile := group && b.o.cpuProfile != ""
+	if profile {
+		port, err := freePort()
+		if err != nil {
+			return ph, err
+		}
+		v.pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	}
+	gw, base, err := b.startGateway(ctx, name, v)
 	if err != nil {
 		return ph, err
+	}
+	profDone := make(chan error, 1)
+	if profile {
+		go func() { profDone <- b.cpuProfile(ctx, "http://"+v.pprofAddr) }()
+	} else {
+		profDone <- nil
 	}
 	defer gw.stop(15 * time.Second)
 	b.logf("%s: gateway pid %d on %s, %d clients, warm-up %s, measuring %s", name, gw.pid(), base, b.o.concurrency, b.o.warmup, b.o.duration)
@@ -293,13 +311,20 @@ func (b *bench) intakePhase(ctx context.Context, name, tag string, group bool) (
 	}
 	b.logf("%s: %.0f accepted/s, p99 %.1f ms, %d errors; verifying", name, ph.Measured.OKPerSecond, ph.Measured.Latency.P99, ph.Total.Errors())
 
+	if err := <-profDone; err != nil {
+		b.logf("%s: no CPU profile: %v", name, err)
+	} else if profile {
+		ph.CPUProfile = b.o.cpuProfile
+		b.logf("%s: gateway CPU profile of the measured window in %s (go tool pprof -top %s %s)", name, b.o.cpuProfile, filepath.Join(b.o.bin, "gateway"), b.o.cpuProfile)
+	}
+
 	// Every 200 is a row...
-	v := &ph.Verify
-	v.Accepted = ph.Total.OK
-	if v.RowsInDB, err = b.countRows(ctx, gen.eventPrefix()); err != nil {
+	vf := &ph.Verify
+	vf.Accepted = ph.Total.OK
+	if vf.RowsInDB, err = b.countRows(ctx, gen.eventPrefix()); err != nil {
 		return ph, err
 	}
-	v.RowsMatch = v.RowsInDB == v.Accepted
+	vf.RowsMatch = vf.RowsInDB == vf.Accepted
 	// ...and an announcement in the queue, once the announcer caught up.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -307,34 +332,61 @@ func (b *bench) intakePhase(ctx context.Context, name, tag string, group bool) (
 		if err != nil {
 			return ph, err
 		}
-		v.QueueDepth = depth
-		if depth >= v.Accepted {
-			v.AnnounceDrainSeconds = round(max(time.Since(res.lastOK).Seconds(), 0), 2)
+		vf.QueueDepth = depth
+		if depth >= vf.Accepted {
+			vf.AnnounceDrainSeconds = round(max(time.Since(res.lastOK).Seconds(), 0), 2)
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			v.AnnounceDrainSeconds = -1
+			vf.AnnounceDrainSeconds = -1
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	v.QueueMatch = v.QueueDepth == v.Accepted
+	vf.QueueMatch = vf.QueueDepth == vf.Accepted
 	if mt, err := scrape(base + "/metrics"); err == nil {
-		v.Announcements = map[string]float64{}
+		vf.Announcements = map[string]float64{}
 		for _, r := range []string{"published", "dropped", "nacked"} {
-			v.Announcements[r] = mt.sum("callgate_announcements_total", `result="`+r+`"`)
+			vf.Announcements[r] = mt.sum("callgate_announcements_total", `result="`+r+`"`)
 		}
 	}
 	if hwm, err := peakHWM(gw.pid()); err == nil {
 		ph.GatewayRSSMB = hwm
 	}
 	b.logf("%s: %d rows for %d accepted, queue depth %d, announcer caught up %.2fs after the last 200",
-		name, v.RowsInDB, v.Accepted, v.QueueDepth, v.AnnounceDrainSeconds)
+		name, vf.RowsInDB, vf.Accepted, vf.QueueDepth, vf.AnnounceDrainSeconds)
 	gw.stop(15 * time.Second)
 	if err := b.purge(b.queue()); err != nil {
 		return ph, err
 	}
 	return ph, b.truncate(ctx)
+}
+
+// cpuProfile saves the gateway's CPU profile over the measured window.
+func (b *bench) cpuProfile(ctx context.Context, pprofBase string) error {
+	sleepUntil(ctx, time.Now().Add(b.o.warmup))
+	secs := max(int(b.o.duration.Seconds()), 1)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", pprofBase, secs), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Timeout: b.o.duration + 30*time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", req.URL, resp.Status)
+	}
+	f, err := os.Create(b.o.cpuProfile)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // countRows counts the callbacks of one phase.

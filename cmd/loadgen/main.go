@@ -55,6 +55,7 @@ type options struct {
 	phases       map[string]bool
 	keep         bool
 	strict       bool
+	cpuProfile   string
 }
 
 var allPhases = []string{"baseline", "per-request", "group", "open"}
@@ -86,6 +87,7 @@ func run() int {
 	flag.StringVar(&o.logLevel, "log-level", "warn", "log.level of the gateway and worker")
 	flag.DurationVar(&o.reqTimeout, "timeout", 10*time.Second, "HTTP request timeout (a timed-out request counts as an error)")
 	flag.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run: "+strings.Join(allPhases, ","))
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the gateway over the group-commit phase's measured window to this file (needs the gateway's http.pprof_addr)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the database, the queues and the logs")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a project target is missed (correctness failures always exit 1)")
 	flag.Parse()
@@ -128,7 +130,7 @@ func run() int {
 	}
 	rep, runErr := b.run(ctx)
 	b.cleanup(runErr != nil)
-	if rep != nil {
+	if rep != nil && rep.ran() {
 		rep.evaluate()
 		printReport(os.Stdout, rep)
 		if o.jsonPath != "" {
@@ -143,7 +145,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "loadgen: %v\n", runErr)
 		return 1
 	}
-	if !rep.CorrectnessOK {
+	if !rep.ran() || !rep.CorrectnessOK {
 		fmt.Fprintf(os.Stderr, "loadgen: correctness check failed (see the VERIFY lines)\n")
 		return 1
 	}

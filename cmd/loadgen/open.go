@@ -200,7 +200,7 @@ func (b *bench) openLoop(ctx context.Context) (*OpenLoop, *EndToEnd, error) {
 	go func() {
 		defer close(windowDone)
 		sleepUntil(ctx, t0.Add(W))
-		m := startMeter(procs, hwm, b.dbStatus)
+		m := startMeter(procs, hwm, b.dbStatus, b.foreignQueries)
 		winStart.pending = b.pending(ctx)
 		winStart.processed, winStart.published = workerMetrics()
 		sleepUntil(ctx, t0.Add(W+D))
@@ -347,7 +347,7 @@ func (b *bench) openLoop(ctx context.Context) (*OpenLoop, *EndToEnd, error) {
 
 	// End to end: wait for the worker to finish the backlog.
 	last200 := time.Unix(0, lastOK.Load())
-	drainMeter := startMeter(procs, hwm, b.dbStatus)
+	drainMeter := startMeter(procs, hwm, b.dbStatus, b.foreignQueries)
 	drainFrom, _ := workerMetrics()
 	deadline := last200.Add(b.o.drainTimeout)
 	left := -1
@@ -428,27 +428,11 @@ func (b *bench) pending(ctx context.Context) int {
 }
 
 func (b *bench) e2eFromDB(ctx context.Context, e *EndToEnd, last200, winStart, winEnd time.Time) error {
-	rows, err := b.db.QueryContext(ctx, `SELECT status, COUNT(*) FROM callback_log GROUP BY status`)
+	byStatus, err := b.countByStatus(ctx, "callback_log")
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
-		var s string
-		var c int
-		if err := rows.Scan(&s, &c); err != nil {
-			rows.Close()
-			return err
-		}
-		switch s {
-		case "SUCCESS":
-			e.Succeeded = c
-		case "FAILED":
-			e.Failed = c
-		case "PENDING":
-			e.StillPending = c
-		}
-	}
-	rows.Close()
+	e.Succeeded, e.Failed, e.StillPending = byStatus["SUCCESS"], byStatus["FAILED"], byStatus["PENDING"]
 	e.Drained = e.StillPending == 0 && e.Failed == 0 && e.Succeeded == e.Accepted
 
 	var first, last *time.Time
@@ -462,43 +446,61 @@ func (b *bench) e2eFromDB(ctx context.Context, e *EndToEnd, last200, winStart, w
 		}
 	}
 
-	var lagW, lagA []time.Duration
-	lr, err := b.db.QueryContext(ctx, `SELECT TIMESTAMPDIFF(MICROSECOND, received_at, processed_at), received_at FROM callback_log WHERE status = 'SUCCESS'`)
+	lagW, lagA, err := b.lags(ctx, winStart, winEnd)
 	if err != nil {
 		return err
 	}
-	for lr.Next() {
-		var us int64
-		var recv time.Time
-		if err := lr.Scan(&us, &recv); err != nil {
-			lr.Close()
-			return err
-		}
-		d := time.Duration(us) * time.Microsecond
-		lagA = append(lagA, d)
-		if !recv.Before(winStart) && recv.Before(winEnd) {
-			lagW = append(lagW, d)
-		}
-	}
-	lr.Close()
 	e.LagWindow, e.LagAll = summarize(lagW), summarize(lagA)
 
-	or, err := b.db.QueryContext(ctx, `SELECT status, COUNT(*) FROM outbox GROUP BY status`)
+	outbox, err := b.countByStatus(ctx, "outbox")
 	if err != nil {
 		return err
 	}
-	for or.Next() {
+	for _, c := range outbox {
+		e.OutboxRows += c
+	}
+	e.OutboxSent = outbox["SENT"]
+	return nil
+}
+
+// countByStatus counts the rows of a table by status.
+func (b *bench) countByStatus(ctx context.Context, table string) (map[string]int, error) {
+	rows, err := b.db.QueryContext(ctx, "SELECT status, COUNT(*) FROM "+table+" GROUP BY status")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
 		var s string
 		var c int
-		if err := or.Scan(&s, &c); err != nil {
-			or.Close()
-			return err
+		if err := rows.Scan(&s, &c); err != nil {
+			return nil, err
 		}
-		e.OutboxRows += c
-		if s == "SENT" {
-			e.OutboxSent = c
+		out[s] = c
+	}
+	return out, rows.Err()
+}
+
+// lags returns processed_at - received_at of the SUCCESS callbacks received
+// in [winStart, winEnd), and of all of them.
+func (b *bench) lags(ctx context.Context, winStart, winEnd time.Time) (window, all []time.Duration, err error) {
+	rows, err := b.db.QueryContext(ctx, `SELECT TIMESTAMPDIFF(MICROSECOND, received_at, processed_at), received_at FROM callback_log WHERE status = 'SUCCESS'`)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var us int64
+		var recv time.Time
+		if err := rows.Scan(&us, &recv); err != nil {
+			return nil, nil, err
+		}
+		d := time.Duration(us) * time.Microsecond
+		all = append(all, d)
+		if !recv.Before(winStart) && recv.Before(winEnd) {
+			window = append(window, d)
 		}
 	}
-	or.Close()
-	return nil
+	return window, all, rows.Err()
 }

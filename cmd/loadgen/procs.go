@@ -106,7 +106,7 @@ func waitHTTP(ctx context.Context, url string, c *child, timeout time.Duration) 
 	var last string
 	for time.Now().Before(deadline) {
 		if c.exited() {
-			return fmt.Errorf("%s exited (%v) before it was ready; its log (%s) ends:\n%s", c.name, c.err, c.logPath, c.logTail(20))
+			return fmt.Errorf("%s exited (%w) before it was ready; its log (%s) ends:\n%s", c.name, c.err, c.logPath, c.logTail(20))
 		}
 		resp, err := cl.Get(url)
 		if err == nil {
@@ -324,6 +324,11 @@ type Resources struct {
 	// MariaDB: increase of MariaDB's global status counters over the
 	// window (the whole server: other databases' work is included).
 	MariaDB map[string]float64 `json:"mariadb_status,omitempty"`
+	// ForeignQueryPct: share of once-a-second samples that found a query
+	// of another database running in MariaDB (someone else's load inside
+	// mariadbd's CPU and counters); ForeignDBs names them.
+	ForeignQueryPct float64  `json:"foreign_query_pct"`
+	ForeignDBs      []string `json:"foreign_dbs,omitempty"`
 }
 
 // meter samples the CPU and memory of named processes over a window.
@@ -341,11 +346,17 @@ type meter struct {
 	done   chan struct{}
 	status func() map[string]float64
 	s0     map[string]float64
+	// foreign returns the other databases with a query running now.
+	foreign  func() []string
+	ticks    int
+	fsamples int
+	fhits    int
+	fdbs     map[string]bool
 }
 
-func startMeter(procs map[string]int, hwm map[string]bool, status func() map[string]float64) *meter {
+func startMeter(procs map[string]int, hwm map[string]bool, status func() map[string]float64, foreign func() []string) *meter {
 	m := &meter{procs: map[string]int{}, hwm: hwm, start: map[string]uint64{}, peak: map[string]int64{},
-		stop: make(chan struct{}), done: make(chan struct{}), status: status}
+		stop: make(chan struct{}), done: make(chan struct{}), status: status, foreign: foreign, fdbs: map[string]bool{}}
 	if status != nil {
 		m.s0 = status()
 	}
@@ -372,6 +383,18 @@ func startMeter(procs map[string]int, hwm map[string]bool, status func() map[str
 				return
 			case <-t.C:
 				m.sample()
+				if m.ticks++; m.foreign != nil && m.ticks%4 == 0 {
+					dbs := m.foreign()
+					m.mu.Lock()
+					m.fsamples++
+					if len(dbs) > 0 {
+						m.fhits++
+						for _, d := range dbs {
+							m.fdbs[d] = true
+						}
+					}
+					m.mu.Unlock()
+				}
 			}
 		}
 	}()
@@ -394,6 +417,15 @@ func (m *meter) finish() Resources {
 	<-m.done
 	secs := time.Since(m.t0).Seconds()
 	r := Resources{WindowSeconds: round(secs, 2), Procs: map[string]Usage{}}
+	m.mu.Lock()
+	if m.fsamples > 0 {
+		r.ForeignQueryPct = round(100*float64(m.fhits)/float64(m.fsamples), 0)
+		for d := range m.fdbs {
+			r.ForeignDBs = append(r.ForeignDBs, d)
+		}
+		sort.Strings(r.ForeignDBs)
+	}
+	m.mu.Unlock()
 	if m.status != nil && m.s0 != nil {
 		if s1 := m.status(); s1 != nil {
 			r.MariaDB = map[string]float64{}

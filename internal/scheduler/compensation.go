@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"time"
@@ -90,6 +91,8 @@ func (c *Compensation) batch(ctx context.Context, kind string) (announced int, b
 	defer cancel()
 	var due []callback.Log
 	now := time.Now().UTC()
+	// READ COMMITTED: the locking read takes no gap locks, only the rows
+	// it returns.
 	err = c.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		err := tx.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
 			Select("id", "kind", "trace_id").
@@ -106,7 +109,7 @@ func (c *Compensation) batch(ctx context.Context, kind string) (announced int, b
 			ids[i] = d.ID
 		}
 		return tx.Model(&callback.Log{}).Where("id IN ?", ids).Update("next_attempt_at", now.Add(c.Threshold)).Error
-	})
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return 0, false, err
 	}
