@@ -87,7 +87,10 @@ func TestElectorOneInstancePerTickAndTakeover(t *testing.T) {
 	}, "another instance takes over")
 	gap := takeover.Sub(died)
 	t.Logf("leader %s died; takeover after %v (lease %v)", leader, gap, lease)
-	require.Less(t, gap, lease+2*interval+300*time.Millisecond, "within one lease period")
+	// The lease expires at most one lease after the holder's last renewal;
+	// the next instance's tick (every interval) then takes it. The rest is
+	// slack for a busy 2-core machine.
+	require.Less(t, gap, lease+2*interval+700*time.Millisecond, "within one lease period")
 }
 
 func TestCompensationAnnouncesDueCallbacksOnce(t *testing.T) {
