@@ -228,7 +228,7 @@ func (r *throughputRun) run(t *testing.T, seed uint64) {
 	rand.New(rand.NewPCG(seed, seed)).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	start := time.Now()
 	announce(t, r.cfg, callback.KindPayment, order)
-	waitAllSuccess(t, r.st, callback.KindPayment, orderingTotal, 30*time.Second)
+	waitAllSuccess(t, r.st, callback.KindPayment, orderingTotal, 90*time.Second)
 	r.wallTime = time.Since(start)
 }
 
