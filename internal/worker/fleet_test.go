@@ -67,15 +67,6 @@ func TestThreeWorkersRunEachJobOncePerTick(t *testing.T) {
 	}, "another worker takes over the jobs")
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
 func scrape(t *testing.T, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -89,9 +80,10 @@ func scrape(t *testing.T, url string) string {
 
 func TestMetricsEndpoints(t *testing.T) {
 	t.Parallel()
-	addr := freeAddr(t)
-	e := setup(t, worker.Options{}, func(c *config.Config) {
-		c.Worker.MetricsAddr = addr
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	e := setup(t, worker.Options{MetricsListener: ln}, func(c *config.Config) {
 		c.Scheduler.Gauges.Interval = 100 * time.Millisecond
 	})
 	order := testenv.CreateOrders(t, e.cfg, "metrics", 1)[0]

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -77,11 +78,14 @@ func startJobs(ctx context.Context, cfg *config.Config, st *store.Store, topo br
 	}, nil
 }
 
-// serveMetrics serves GET /metrics and /healthz for the worker.
-func serveMetrics(addr string, m *metrics.Metrics, log *slog.Logger) (func(), error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
+// serveMetrics serves GET /metrics and /healthz for the worker on ln, or
+// on a new listener on addr when ln is nil.
+func serveMetrics(addr string, ln net.Listener, m *metrics.Metrics, log *slog.Logger) (func(), error) {
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("error listening on worker.metrics_addr %s: %w", addr, err)
+		}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 	"time"
@@ -31,6 +32,9 @@ type Options struct {
 	Hooks Hooks
 	// Metrics lets a test read the series; default: a fresh set.
 	Metrics *metrics.Metrics
+	// MetricsListener serves /metrics instead of worker.metrics_addr (a
+	// test's own listener, so no port can be taken in between).
+	MetricsListener net.Listener
 }
 
 // announceDrain bounds how long a stopping worker keeps publishing the
@@ -117,8 +121,8 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 	}
 	defer stopJobs()
 
-	if cfg.Worker.MetricsAddr != "off" {
-		stopHTTP, err := serveMetrics(cfg.Worker.MetricsAddr, m, log)
+	if cfg.Worker.MetricsAddr != "off" || opts.MetricsListener != nil {
+		stopHTTP, err := serveMetrics(cfg.Worker.MetricsAddr, opts.MetricsListener, m, log)
 		if err != nil {
 			return err
 		}
