@@ -126,9 +126,11 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 		}
 	}
 	err := b.insert(ctx, unique)
-	if err != nil && !IsUnavailable(err) && len(unique) > 1 {
-		// A row the database refuses must not fail its batch-mates: fall
-		// back to one statement per row for this batch.
+	var refused *statementError
+	if errors.As(err, &refused) && !IsUnavailable(err) && len(unique) > 1 {
+		// The statement itself was refused (and rolled back whole): a row
+		// the database refuses must not fail its batch-mates, so this
+		// batch goes row by row.
 		b.log.Warn("intake: batch insert failed, retrying row by row", "rows", len(unique), "error", err)
 		err = nil
 		for _, p := range unique {
@@ -150,8 +152,32 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 // event id. A row is new if the stored row carries this request's own
 // received_at (microseconds) and trace id; otherwise it was there before.
 // Ids are read back rather than derived from LAST_INSERT_ID(), which is
-// only safe with innodb_autoinc_lock_mode 0 or 1.
+// only safe with innodb_autoinc_lock_mode 0 or 1. A row not visible at once
+// is looked for again (its insert repeated, which is idempotent) a few
+// times; it is never answered as a duplicate by guesswork.
 func (b *Batcher) insert(ctx context.Context, rows []*pendingInsert) error {
+	if err := b.exec(ctx, rows); err != nil {
+		return &statementError{err}
+	}
+	missing := rows
+	for try := 0; ; try++ {
+		var err error
+		if missing, err = b.readBack(ctx, missing); err != nil || len(missing) == 0 {
+			return err
+		}
+		if try == 3 {
+			return fmt.Errorf("%d callback rows not found after insert", len(missing))
+		}
+		b.log.Warn("intake: rows not visible after insert, retrying", "rows", len(missing))
+		time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
+		if err := b.exec(ctx, missing); err != nil {
+			return &statementError{err}
+		}
+	}
+}
+
+// exec runs the multi-row INSERT, retrying deadlocks.
+func (b *Batcher) exec(ctx context.Context, rows []*pendingInsert) error {
 	// A stable order makes concurrent batches lock keys in the same order
 	// (fewer deadlocks).
 	sort.Slice(rows, func(i, j int) bool {
@@ -162,7 +188,7 @@ func (b *Batcher) insert(ctx context.Context, rows []*pendingInsert) error {
 	})
 	var q strings.Builder
 	q.WriteString(`INSERT INTO callback_log (source, kind, event_id, business_key, status, attempts, payload, headers, trace_id, received_at, next_attempt_at) VALUES `)
-	args := make([]any, 0, len(rows)*10)
+	args := make([]any, 0, len(rows)*9)
 	for i, p := range rows {
 		if i > 0 {
 			q.WriteByte(',')
@@ -186,13 +212,18 @@ func (b *Batcher) insert(ctx context.Context, rows []*pendingInsert) error {
 			break
 		}
 	}
-	if err != nil {
-		return err
-	}
-	return b.readBack(ctx, rows)
+	return err
 }
 
-func (b *Batcher) readBack(ctx context.Context, rows []*pendingInsert) error {
+// statementError is the batch INSERT itself failing (rolled back whole).
+type statementError struct{ err error }
+
+func (e *statementError) Error() string { return e.err.Error() }
+func (e *statementError) Unwrap() error { return e.err }
+
+// readBack answers the rows it finds and returns those it does not.
+func (b *Batcher) readBack(ctx context.Context, rows []*pendingInsert) ([]*pendingInsert, error) {
+	var missing []*pendingInsert
 	bySource := map[string][]*pendingInsert{}
 	for _, p := range rows {
 		bySource[p.row.Source] = append(bySource[p.row.Source], p)
@@ -212,26 +243,26 @@ func (b *Batcher) readBack(ctx context.Context, rows []*pendingInsert) error {
 			byEvent[p.row.EventID] = p
 		}
 		q.WriteByte(')')
-		found, err := b.scanIDs(ctx, q.String(), args, byEvent)
-		if err != nil {
-			return err
+		if err := b.scanIDs(ctx, q.String(), args, byEvent); err != nil {
+			return nil, err
 		}
-		if found != len(ps) {
-			return errors.New("callback rows missing after insert")
+		for _, p := range ps {
+			if p.res.ID == 0 {
+				missing = append(missing, p)
+			}
 		}
 	}
-	return nil
+	return missing, nil
 }
 
 // scanIDs runs the read-back query and answers each pending insert it
-// finds; it returns how many it found.
-func (b *Batcher) scanIDs(ctx context.Context, query string, args []any, byEvent map[string]*pendingInsert) (int, error) {
+// finds.
+func (b *Batcher) scanIDs(ctx context.Context, query string, args []any, byEvent map[string]*pendingInsert) error {
 	rs, err := b.st.SQL.QueryContext(ctx, query, args...)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer rs.Close()
-	found := 0
 	for rs.Next() {
 		var (
 			id       int64
@@ -240,13 +271,12 @@ func (b *Batcher) scanIDs(ctx context.Context, query string, args []any, byEvent
 			received time.Time
 		)
 		if err := rs.Scan(&id, &event, &traceID, &received); err != nil {
-			return found, err
+			return err
 		}
 		if p := byEvent[event]; p != nil {
-			found++
 			mine := traceID == p.row.TraceID && received.Equal(p.row.ReceivedAt)
 			p.res = InsertResult{ID: id, Duplicate: !mine}
 		}
 	}
-	return found, rs.Err()
+	return rs.Err()
 }
