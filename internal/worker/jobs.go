@@ -72,9 +72,9 @@ func startJobs(ctx context.Context, cfg *config.Config, st *store.Store, topo br
 	return func() {
 		_ = fleet.Stop()
 		_ = local.Stop()
-		if elector.Leader() {
-			_ = elector.Release(context.WithoutCancel(ctx))
-		}
+		// Always: the last lease check may have failed on the shutdown's
+		// cancelled context, and deleting a lease we do not hold is a no-op.
+		_ = elector.Release(context.WithoutCancel(ctx))
 	}, nil
 }
 
