@@ -31,6 +31,20 @@ type WindowStats struct {
 	Latency         Latency `json:"latency"`
 }
 
+// count adds one answer's outcome to the window's tallies.
+func (s *WindowStats) count(out outcome) {
+	switch out {
+	case outAccepted:
+		s.OK++
+	case outDuplicate:
+		s.Duplicates++
+	case outNon2xx:
+		s.Non2xx++
+	case outTransport:
+		s.TransportErrors++
+	}
+}
+
 // Errors is what went wrong, all phase long.
 func (w WindowStats) Errors() int { return w.Non2xx + w.TransportErrors + w.Duplicates }
 
@@ -150,16 +164,7 @@ func (b *bench) closedLoop(ctx context.Context, conc int, procs map[string]int, 
 func (b *bench) windows(recs []closedRec) (warm, measured, total WindowStats) {
 	var lw, lm, lt []time.Duration
 	add := func(s *WindowStats, lats *[]time.Duration, r closedRec) {
-		switch r.out {
-		case outAccepted:
-			s.OK++
-		case outDuplicate:
-			s.Duplicates++
-		case outNon2xx:
-			s.Non2xx++
-		case outTransport:
-			s.TransportErrors++
-		}
+		s.count(r.out)
 		*lats = append(*lats, r.lat)
 	}
 	for _, r := range recs {

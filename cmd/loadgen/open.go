@@ -263,16 +263,7 @@ func (b *bench) openLoop(ctx context.Context) (*OpenLoop, *EndToEnd, error) {
 	// Figures by scheduled time.
 	var lw, lm, ls, lag []time.Duration
 	add := func(s *WindowStats, lats *[]time.Duration, r openRec) {
-		switch r.out {
-		case outAccepted:
-			s.OK++
-		case outDuplicate:
-			s.Duplicates++
-		case outNon2xx:
-			s.Non2xx++
-		case outTransport:
-			s.TransportErrors++
-		}
+		s.count(r.out)
 		*lats = append(*lats, r.end-r.sched)
 	}
 	total := 0
