@@ -48,6 +48,9 @@ type dashboardView struct {
 	Totals   []countCell
 	Total    int64
 	Chart    chart
+	// Unrouted is Stats.DownstreamUnrouted, when UnroutedKnown.
+	Unrouted      int64
+	UnroutedKnown bool
 }
 
 func (h *Handler) dashboard(c *gin.Context) {
@@ -57,6 +60,9 @@ func (h *Handler) dashboard(c *gin.Context) {
 		return
 	}
 	d := dashboardView{Stats: st, Statuses: callbackStatuses, Chart: newChart(st.Series)}
+	if st.DownstreamUnrouted != nil {
+		d.Unrouted, d.UnroutedKnown = *st.DownstreamUnrouted, true
+	}
 	sources := map[string]bool{}
 	for _, bySource := range st.Counts {
 		for src := range bySource {

@@ -47,7 +47,10 @@ type Service struct {
 	Cap int
 	// Masks are the JSON fields masked on display, by source.
 	Masks map[string][]string
-	Log   *slog.Logger
+	// Unrouted reports how many notifications wait in
+	// <prefix>.downstream.unrouted; nil or failing shows them as unknown.
+	Unrouted func() (int, error)
+	Log      *slog.Logger
 }
 
 // ListFilter selects callbacks for the list.

@@ -19,6 +19,10 @@ type Stats struct {
 	FailedLastHour int64 `json:"failed_last_hour"`
 	// OutboxPending counts notifications not yet published.
 	OutboxPending int64 `json:"outbox_pending"`
+	// DownstreamUnrouted counts notifications waiting in
+	// <prefix>.downstream.unrouted (published with a routing key no queue
+	// was bound for); null when the broker cannot tell (unreachable).
+	DownstreamUnrouted *int64 `json:"downstream_unrouted"`
 	// Series is intake and failures per minute over the last hour.
 	Series []Point `json:"series"`
 }
@@ -30,11 +34,15 @@ type Point struct {
 	Failed   int64     `json:"failed"`
 }
 
+// unroutedTimeout bounds the broker's answer for the dashboard.
+const unroutedTimeout = 2 * time.Second
+
 // Stats reads the dashboard figures.
 func (s *Service) Stats(ctx context.Context) (*Stats, error) {
 	db := s.DB.WithContext(ctx)
 	now := time.Now().UTC()
 	st := &Stats{Counts: map[string]map[string]int64{}}
+	unrouted := s.unrouted(ctx)
 	var counts []struct {
 		Status string
 		Source string
@@ -95,5 +103,43 @@ func (s *Service) Stats(ctx context.Context) (*Stats, error) {
 			p.Failed = f.N
 		}
 	}
+	st.DownstreamUnrouted = <-unrouted
 	return st, nil
+}
+
+// unrouted asks the broker for the unrouted queue's depth while the
+// database is read, and delivers nil (unknown) if the broker is away or
+// slower than unroutedTimeout.
+func (s *Service) unrouted(ctx context.Context) <-chan *int64 {
+	out := make(chan *int64, 1)
+	if s.Unrouted == nil {
+		out <- nil
+		return out
+	}
+	answer := make(chan *int64, 1)
+	go func() {
+		n, err := s.Unrouted()
+		if err != nil {
+			if s.Log != nil {
+				s.Log.Debug("admin: unrouted notifications unknown", "error", err)
+			}
+			answer <- nil
+			return
+		}
+		v := int64(n)
+		answer <- &v
+	}()
+	go func() {
+		t := time.NewTimer(unroutedTimeout)
+		defer t.Stop()
+		select {
+		case v := <-answer:
+			out <- v
+		case <-t.C:
+			out <- nil
+		case <-ctx.Done():
+			out <- nil
+		}
+	}()
+	return out
 }

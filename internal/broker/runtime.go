@@ -21,6 +21,7 @@ type Runtime struct {
 // Start connects (in the background, redialing forever) with topo declared
 // on every connect, and starts the announcer. Stop undoes it.
 func Start(cfg config.AMQP, name string, topo Topology, drain time.Duration, onReconnect func(), log *slog.Logger) *Runtime {
+	topo.Log = log
 	conn := NewConnection(ConnectionConfig{
 		URL:          cfg.URL,
 		Name:         name,

@@ -4,6 +4,15 @@
 // the trace context in its headers, confirmed by the broker before they
 // count as sent.
 //
+// Notifications are published mandatory. The downstream exchange's
+// alternate exchange (<prefix>.downstream.unrouted, see internal/broker)
+// keeps what no subscriber is bound for, and RabbitMQ then returns nothing.
+// Where the exchange lacks it (declared by an older callgate, no policy
+// yet), RabbitMQ returns such a message before confirming it: the publisher
+// then parks it in the unrouted exchange itself, and a message that cannot
+// be parked either is reported not confirmed, so it is never marked SENT
+// while dropped.
+//
 // It owns the publishing channel (confirm mode, reopened after a reconnect
 // of the shared broker.Connection). What to publish and when to mark it SENT
 // is internal/outbox's business.
@@ -13,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,16 +43,21 @@ type Message struct {
 	Timestamp time.Time
 }
 
+// ErrUnroutable reports notifications that no queue is bound for and that
+// could not be parked in the unrouted exchange either (its queue is gone).
+var ErrUnroutable = errors.New("no queue bound for the notification, nor for the unrouted exchange")
+
 // ConfirmTimeout bounds the wait for the broker's confirms of one batch.
 const ConfirmTimeout = 10 * time.Second
 
 // Publisher publishes batches with publisher confirms, pipelined: a batch
 // is written in one go and its confirms awaited together.
 type Publisher struct {
-	conn  *broker.Connection
-	appID string
-	mu    sync.Mutex
-	ch    *amqp.Channel
+	conn    *broker.Connection
+	appID   string
+	mu      sync.Mutex
+	ch      *amqp.Channel
+	returns *returnTracker // of ch
 }
 
 // NewPublisher returns a Publisher on conn.
@@ -52,13 +67,42 @@ func NewPublisher(conn *broker.Connection, appID string) *Publisher {
 
 // Publish sends msgs and reports, per message, whether the broker confirmed
 // it. A message not confirmed may or may not have reached the broker: the
-// caller keeps it PENDING and publishes it again (at least once).
+// caller keeps it PENDING and publishes it again (at least once). A message
+// the broker returned as unroutable counts as confirmed only once it is
+// confirmed in the unrouted exchange.
 func (p *Publisher) Publish(ctx context.Context, msgs []Message) ([]bool, error) {
-	acked := make([]bool, len(msgs))
 	if len(msgs) == 0 {
-		return acked, nil
+		return []bool{}, nil
 	}
-	dcs, err := p.publish(ctx, msgs)
+	acked, returned, err := p.publishConfirmed(ctx, msgs)
+	if len(returned) == 0 {
+		return acked, err
+	}
+	parked := make([]Message, len(returned))
+	for j, i := range returned {
+		parked[j] = msgs[i]
+		parked[j].Exchange = broker.UnroutedExchange(msgs[i].Exchange)
+	}
+	parkedAcked, lost, perr := p.publishConfirmed(ctx, parked)
+	for j, i := range returned {
+		acked[i] = parkedAcked[j]
+	}
+	if len(lost) > 0 {
+		ids := make([]string, len(lost))
+		for j, i := range lost {
+			ids[j] = parked[i].MessageID
+		}
+		perr = errors.Join(perr, fmt.Errorf("%w: %s", ErrUnroutable, strings.Join(ids, ", ")))
+	}
+	return acked, errors.Join(err, perr)
+}
+
+// publishConfirmed publishes msgs and reports, per message, whether the
+// broker confirmed it without returning it, and which were confirmed but
+// returned (no queue bound for them).
+func (p *Publisher) publishConfirmed(ctx context.Context, msgs []Message) (acked []bool, returned []int, err error) {
+	acked = make([]bool, len(msgs))
+	dcs, rt, err := p.publish(ctx, msgs)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ConfirmTimeout)
 	defer cancel()
 	for i, dc := range dcs {
@@ -68,19 +112,27 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) ([]bool, error)
 		// A confirm outstanding when the channel closes resolves as not
 		// acked, with no error.
 		ok, werr := dc.WaitContext(wctx)
-		acked[i] = ok && werr == nil
+		if !ok || werr != nil || !rt.wait(wctx, dc.DeliveryTag) {
+			continue
+		}
+		if rt.take(msgs[i].MessageID) {
+			returned = append(returned, i)
+			continue
+		}
+		acked[i] = true
 	}
-	return acked, err
+	return acked, returned, err
 }
 
-func (p *Publisher) publish(ctx context.Context, msgs []Message) ([]*amqp.DeferredConfirmation, error) {
+func (p *Publisher) publish(ctx context.Context, msgs []Message) ([]*amqp.DeferredConfirmation, *returnTracker, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	dcs := make([]*amqp.DeferredConfirmation, len(msgs))
 	ch, err := p.channel()
 	if err != nil {
-		return dcs, err
+		return dcs, nil, err
 	}
+	rt := p.returns
 	for i, m := range msgs {
 		pub := amqp.Publishing{
 			ContentType:   "application/json",
@@ -98,15 +150,15 @@ func (p *Publisher) publish(ctx context.Context, msgs []Message) ([]*amqp.Deferr
 				pub.Headers[k] = v
 			}
 		}
-		dc, err := ch.PublishWithDeferredConfirmWithContext(context.WithoutCancel(ctx), m.Exchange, m.RoutingKey, false, false, pub)
+		dc, err := ch.PublishWithDeferredConfirmWithContext(context.WithoutCancel(ctx), m.Exchange, m.RoutingKey, true, false, pub)
 		if err != nil {
 			_ = ch.Close()
 			p.ch = nil
-			return dcs, fmt.Errorf("error publishing %s: %w", m.MessageID, err)
+			return dcs, rt, fmt.Errorf("error publishing %s: %w", m.MessageID, err)
 		}
 		dcs[i] = dc
 	}
-	return dcs, nil
+	return dcs, rt, nil
 }
 
 // channel returns the open confirm-mode channel, opening one on the current
@@ -129,6 +181,7 @@ func (p *Publisher) channel() (*amqp.Channel, error) {
 		return nil, fmt.Errorf("error enabling publisher confirms: %w", err)
 	}
 	p.ch = ch
+	p.returns = watchReturns(ch)
 	return ch, nil
 }
 
@@ -145,4 +198,89 @@ func (p *Publisher) Close() error {
 		return nil
 	}
 	return err
+}
+
+// returnTracker pairs the broker's basic.return of a mandatory message with
+// that message's confirm, on one channel. RabbitMQ sends the return before
+// the confirm, and amqp091-go hands both to their listeners from the
+// channel's one reader goroutine, waiting for an unbuffered listener to take
+// each: a single goroutine reading both listeners has therefore recorded a
+// message's return by the time it reads the message's confirm. (Waiting on
+// the DeferredConfirmation alone would race with the recording.)
+type returnTracker struct {
+	mu       sync.Mutex
+	returned map[string]int // message id -> returns not yet taken
+	seen     uint64         // delivery tag of the last confirm read
+	closed   bool
+	changed  chan struct{} // closed and replaced on every change
+}
+
+func watchReturns(ch *amqp.Channel) *returnTracker {
+	rt := &returnTracker{returned: map[string]int{}, changed: make(chan struct{})}
+	// Returns unbuffered (the ordering above depends on it); confirms
+	// buffered, so the reader goroutine rarely waits for this one.
+	returns := ch.NotifyReturn(make(chan amqp.Return))
+	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 256))
+	go rt.run(returns, confirms)
+	return rt
+}
+
+// run records returns and confirms until the channel closes both.
+func (rt *returnTracker) run(returns <-chan amqp.Return, confirms <-chan amqp.Confirmation) {
+	for returns != nil || confirms != nil {
+		select {
+		case r, ok := <-returns:
+			if !ok {
+				returns = nil
+				continue
+			}
+			rt.update(func() { rt.returned[r.MessageId]++ })
+		case c, ok := <-confirms:
+			if !ok {
+				confirms = nil
+				continue
+			}
+			rt.update(func() { rt.seen = max(rt.seen, c.DeliveryTag) })
+		}
+	}
+	rt.update(func() { rt.closed = true })
+}
+
+func (rt *returnTracker) update(f func()) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	f()
+	close(rt.changed)
+	rt.changed = make(chan struct{})
+}
+
+// wait returns once the confirm of tag has been read (every return before
+// it recorded) or the channel has closed; false if ctx ends first.
+func (rt *returnTracker) wait(ctx context.Context, tag uint64) bool {
+	for {
+		rt.mu.Lock()
+		done, changed := rt.seen >= tag || rt.closed, rt.changed
+		rt.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-changed:
+		}
+	}
+}
+
+// take reports whether a return of id is recorded, and consumes it.
+func (rt *returnTracker) take(id string) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.returned[id] == 0 {
+		return false
+	}
+	if rt.returned[id]--; rt.returned[id] == 0 {
+		delete(rt.returned, id)
+	}
+	return true
 }

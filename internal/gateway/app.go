@@ -96,6 +96,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 			Threshold: cfg.Scheduler.Compensation.Threshold,
 			Cap:       cfg.Admin.ReplayCap,
 			Masks:     masks(cfg.Sources),
+			Unrouted:  func() (int, error) { return topo.UnroutedDepth(conn) },
 			Log:       log,
 		},
 	}

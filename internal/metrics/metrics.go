@@ -29,6 +29,8 @@ type Metrics struct {
 	OutboxPublished *prometheus.CounterVec // path: fast, relay
 	OutboxPending   prometheus.Gauge
 	RelayLag        prometheus.Gauge // age of the oldest PENDING outbox row, seconds
+	// DownstreamUnrouted is the depth of <prefix>.downstream.unrouted.
+	DownstreamUnrouted prometheus.Gauge
 
 	BacklogPending   *prometheus.GaugeVec // source
 	BacklogOldestAge *prometheus.GaugeVec // source, seconds
@@ -79,6 +81,8 @@ func New(process string) *Metrics {
 	m.OutboxPublished = counter("outbox_published_total", "Outbox rows published and confirmed, by path (fast, relay).", "path")
 	m.OutboxPending = gauge("outbox_pending", "PENDING outbox rows.")
 	m.RelayLag = gauge("outbox_relay_lag_seconds", "Age of the oldest PENDING outbox row.")
+	m.DownstreamUnrouted = gauge("downstream_unrouted_messages",
+		"Notifications waiting in <prefix>.downstream.unrouted: published with a routing key no queue was bound for, kept for an operator.")
 	m.BacklogPending = gaugeVec("backlog_pending", "PENDING callbacks by source.", "source")
 	m.BacklogOldestAge = gaugeVec("backlog_oldest_pending_age_seconds", "Age of the oldest PENDING callback by source.", "source")
 	m.FailedCallbacks = gaugeVec("failed_callbacks", "FAILED callbacks by source.", "source")

@@ -11,7 +11,8 @@ import (
 )
 
 // Gauges refreshes the backlog gauges: PENDING count and oldest age per
-// source, FAILED count per source, PENDING outbox rows and the relay lag.
+// source, FAILED count per source, PENDING outbox rows, the relay lag and
+// the notifications parked in the unrouted queue.
 // It runs on every instance (not only the leader) so no instance exports
 // stale values.
 type Gauges struct {
@@ -21,6 +22,10 @@ type Gauges struct {
 	Sources []string
 	// Leader reports whether this instance holds the scheduler lease.
 	Leader func() bool
+	// UnroutedDepth reports the messages in <prefix>.downstream.unrouted;
+	// nil leaves that gauge alone. While it fails (broker away) the gauge
+	// keeps its last value and the run reports the error.
+	UnroutedDepth func() (int, error)
 }
 
 // RunOnce reads the figures and sets the gauges.
@@ -89,6 +94,13 @@ func (g *Gauges) RunOnce(ctx context.Context) error {
 			v = 1
 		}
 		g.Metrics.SchedulerLeader.Set(v)
+	}
+	if g.UnroutedDepth != nil {
+		n, err := g.UnroutedDepth()
+		if err != nil {
+			return fmt.Errorf("error reading unrouted notifications: %w", err)
+		}
+		g.Metrics.DownstreamUnrouted.Set(float64(n))
 	}
 	return nil
 }

@@ -103,10 +103,10 @@ func DeleteTopology(prefix string) {
 	for _, k := range kinds.Names() {
 		_, _ = ch.QueueDelete(prefix+"."+k, false, false, false)
 	}
-	for _, q := range []string{"downstream.test"} {
+	for _, q := range []string{"downstream.test", "downstream.unrouted"} {
 		_, _ = ch.QueueDelete(prefix+"."+q, false, false, false)
 	}
-	for _, x := range []string{"callbacks", "downstream"} {
+	for _, x := range []string{"callbacks", "downstream", "downstream.unrouted"} {
 		_ = ch.ExchangeDelete(prefix+"."+x, false, false)
 	}
 }

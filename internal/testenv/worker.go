@@ -9,6 +9,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"callgate/internal/broker"
 	"callgate/internal/config"
 	"callgate/internal/kinds"
 	"callgate/internal/worker"
@@ -53,7 +54,8 @@ func Downstream(t testing.TB, cfg *config.Config) *Queue {
 	name := cfg.AMQP.Prefix + ".downstream.test"
 	q := OpenQueue(t, name)
 	ch := q.Channel()
-	require.NoError(t, ch.ExchangeDeclare(cfg.AMQP.Prefix+".downstream", amqp.ExchangeTopic, true, false, false, false, nil))
+	topo := broker.Topology{Prefix: cfg.AMQP.Prefix}
+	require.NoError(t, ch.ExchangeDeclare(topo.DownstreamExchange(), amqp.ExchangeTopic, true, false, false, false, topo.DownstreamArgs()))
 	_, err := ch.QueueDeclare(name, true, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.QueueBind(name, "#", cfg.AMQP.Prefix+".downstream", false, nil))

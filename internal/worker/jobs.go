@@ -41,7 +41,8 @@ func startJobs(ctx context.Context, cfg *config.Config, st *store.Store, topo br
 	replays := &admin.ReplayRunner{DB: st.DB, Announcer: ann, Threshold: sc.Compensation.Threshold,
 		Rate: cfg.Admin.ReplayRate, Interval: sc.Compensation.Interval, Log: log,
 		OnReplayed: func(n int) { m.Replayed.WithLabelValues("bulk").Add(float64(n)) }}
-	gauges := &scheduler.Gauges{DB: st.DB, Metrics: m, Sources: sources, Leader: elector.Leader}
+	gauges := &scheduler.Gauges{DB: st.DB, Metrics: m, Sources: sources, Leader: elector.Leader,
+		UnroutedDepth: func() (int, error) { return topo.UnroutedDepth(conn) }}
 
 	fleet, err := scheduler.New(log, m, []scheduler.Job{
 		{Name: "compensation", Interval: sc.Compensation.Interval, Run: func(ctx context.Context) error {
