@@ -6,6 +6,8 @@
 package admin
 
 import (
+	"container/list"
+	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -82,31 +84,73 @@ func (t Tokens) Authenticate(presented string) (string, error) {
 	return name, nil
 }
 
+// sessionMAC binds a page session to the token that opened it: an HMAC
+// keyed by the session id over the digest of the token now configured
+// under name. A session whose token was rotated or removed no longer
+// matches; without the session id the stored value says nothing about the
+// token.
+func (t Tokens) sessionMAC(name string, id sessionID) ([]byte, bool) {
+	for _, tok := range t {
+		if tok.Name == name {
+			m := hmac.New(sha256.New, id[:])
+			m.Write(tok.digest[:])
+			return m.Sum(nil), true
+		}
+	}
+	return nil, false
+}
+
 // FailureLimiter slows token guessing down: each client address may fail
 // Burst times in a row, then once per Every. Successful logins do not count.
+// It remembers at most MaxClients addresses; past that it forgets the one
+// seen least recently, so a spray of fresh addresses cannot wipe the record
+// of a client that is still guessing (resetting the whole table would hand
+// every blocked client a fresh burst).
 type FailureLimiter struct {
 	Every time.Duration
 	Burst int
-	mu    sync.Mutex
-	m     map[string]*rate.Limiter
+	// MaxClients bounds the addresses tracked, and so the memory a spray
+	// of addresses can take. Default FailureMaxClientsDefault.
+	MaxClients int
+
+	mu  sync.Mutex
+	m   map[string]*list.Element // values are *trackedClient
+	lru *list.List               // front: seen most recently
 }
 
-// maxTrackedClients bounds the limiter's memory under a spray of
-// addresses; past it the table starts afresh.
-const maxTrackedClients = 10000
+// FailureMaxClientsDefault is FailureLimiter.MaxClients when unset.
+const FailureMaxClientsDefault = 10000
 
+type trackedClient struct {
+	addr string
+	l    *rate.Limiter
+}
+
+// limiter returns client's limiter, creating it if needed, and marks the
+// client as seen now.
 func (f *FailureLimiter) limiter(client string) *rate.Limiter {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.m == nil || len(f.m) > maxTrackedClients {
-		f.m = map[string]*rate.Limiter{}
+	if f.m == nil {
+		f.m = map[string]*list.Element{}
+		f.lru = list.New()
 	}
-	l := f.m[client]
-	if l == nil {
-		l = rate.NewLimiter(rate.Every(f.Every), f.Burst)
-		f.m[client] = l
+	if el := f.m[client]; el != nil {
+		f.lru.MoveToFront(el)
+		return el.Value.(*trackedClient).l
 	}
-	return l
+	tc := &trackedClient{addr: client, l: rate.NewLimiter(rate.Every(f.Every), f.Burst)}
+	f.m[client] = f.lru.PushFront(tc)
+	limit := f.MaxClients
+	if limit <= 0 {
+		limit = FailureMaxClientsDefault
+	}
+	for f.lru.Len() > limit {
+		oldest := f.lru.Back()
+		f.lru.Remove(oldest)
+		delete(f.m, oldest.Value.(*trackedClient).addr)
+	}
+	return tc.l
 }
 
 // Blocked reports whether client has used up its failures, and how long it

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
@@ -215,11 +216,22 @@ func TestAdminPageInBrowser(t *testing.T) {
 	require.Regexp(t, `^job:\d+$`, actions[0][2])
 	require.Equal(t, []string{browserActor, "replay", strconv.FormatInt(failedID, 10)}, actions[1])
 
-	// Logging out ends the session.
+	// Logging out ends the session, on the server too: a copy of the
+	// browser's cookie taken before is refused afterwards.
+	cookies, err := chromedp.Call(e.ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{base + "/admin/"}})
+	require.NoError(t, err)
+	require.Len(t, cookies.Cookies, 1)
+	copied := &http.Cookie{Name: cookies.Cookies[0].Name, Value: cookies.Cookies[0].Value}
+	require.True(t, cookies.Cookies[0].Secure, "Chromium keeps the Secure cookie of http://127.0.0.1")
+	resp, _ = e.get(t, "/admin/", copied)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the copy works while the session lives")
 	e.clickAndWait(t, "form.logout button")
 	require.Equal(t, base+"/admin/login?out=1", e.location(t))
 	e.run(t, chromedp.Navigate(base+"/admin/audit"))
 	require.Contains(t, e.location(t), "/admin/login")
+	resp, _ = e.get(t, "/admin/", copied)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the copied cookie is dead after logout")
+	require.Equal(t, "/admin/login", resp.Header.Get("Location"))
 
 	// Guessing is slowed down: after ten failures from one address the
 	// login (and a guessed cookie) answer 429 with Retry-After.
@@ -329,11 +341,11 @@ func (e *pageEnv) checkHTTP(t *testing.T, xssID int64) (*http.Cookie, string) {
 		}
 	}
 	require.NotNil(t, session)
-	require.Equal(t, browserSecret, session.Value)
+	require.NotContains(t, session.Value, browserSecret, "the cookie is a session id, not the token")
 	require.Equal(t, "/admin", session.Path)
 	require.True(t, session.HttpOnly)
 	require.Equal(t, http.SameSiteStrictMode, session.SameSite)
-	require.False(t, session.Secure, "plain HTTP test server")
+	require.True(t, session.Secure, "admin.secure_cookie defaults to true, also over plain HTTP")
 
 	// After login the page asked for comes back, but never another host.
 	resp, _ = post("/admin/login", url.Values{"token": {browserSecret}, "next": {"/admin/audit"}}, nil)

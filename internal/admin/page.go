@@ -3,9 +3,6 @@ package admin
 import (
 	"bytes"
 	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,19 +16,21 @@ import (
 
 // The operator web page: server-rendered HTML (html/template, so every
 // value is escaped for its context), no inline script or style (the CSP
-// forbids both), every page usable without JavaScript. The session is the
-// admin token in an HttpOnly, SameSite=Strict cookie scoped to /admin; every
-// POST also carries a CSRF field derived from it.
+// forbids both), every page usable without JavaScript. The session is a
+// server-side row (session.go) named by a random id in an HttpOnly,
+// SameSite=Strict cookie scoped to /admin; every POST also carries a CSRF
+// field derived from that id.
 
 const (
-	// sessionCookie holds the admin token (encoded when it has bytes a
-	// cookie cannot carry).
+	// sessionCookie holds the session id (never the admin token).
 	sessionCookie = "callgate_admin"
+	// sessionMaxAge is both the cookie's lifetime and the row's: the
+	// server refuses the session after it whatever the browser keeps.
 	sessionMaxAge = 8 * time.Hour
 	// csrfField is the hidden form field every POST carries.
 	csrfField = "csrf"
-	// ctxPageToken is the session's token, for the CSRF check.
-	ctxPageToken = "callgate.admin.page_token"
+	// ctxSession is the request's *pageSession.
+	ctxSession = "callgate.admin.session"
 	// maxFormBytes bounds a POSTed form (the bulk form's ids list is the
 	// largest thing an operator sends).
 	maxFormBytes = 2 << 20
@@ -79,21 +78,24 @@ func noStore(c *gin.Context) {
 	c.Next()
 }
 
-// session admits requests carrying a valid session cookie and sends the
-// others to the login page. A cookie that does not authenticate counts as a
-// failed authentication (it is a way to guess tokens too) and is cleared.
+// session admits requests carrying a live session and sends the others to
+// the login page. A cookie that names no live session (logged out,
+// expired, copied from before a logout, guessed) counts as a failed
+// authentication and is cleared.
 func (h *Handler) session(c *gin.Context) {
-	token, name, ok := h.sessionToken(c)
-	if !ok && h.hasSessionCookie(c) {
-		if h.pageTooManyFailures(c) {
-			c.Abort()
-			return
+	sess, err := h.requestSession(c)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrNoSession):
+		if h.hasSessionCookie(c) {
+			if h.pageTooManyFailures(c) {
+				c.Abort()
+				return
+			}
+			h.Failures.Fail(clientAddr(c))
+			h.Log.WarnContext(c.Request.Context(), "admin: rejected page session", "path", c.Request.URL.Path, "remote", clientAddr(c))
+			h.setSession(c, "", -1)
 		}
-		h.Failures.Fail(clientAddr(c))
-		h.Log.WarnContext(c.Request.Context(), "admin: rejected page session", "path", c.Request.URL.Path, "remote", clientAddr(c))
-		h.setSession(c, "", -1)
-	}
-	if !ok {
 		target := "/admin/login"
 		if c.Request.Method == http.MethodGet && c.Request.URL.Path != "/admin/" {
 			target += "?next=" + url.QueryEscape(c.Request.URL.RequestURI())
@@ -101,24 +103,33 @@ func (h *Handler) session(c *gin.Context) {
 		c.Redirect(http.StatusSeeOther, target)
 		c.Abort()
 		return
+	default:
+		// The database could not say: neither a failure of the client's
+		// nor a reason to drop its cookie.
+		h.pageFail(c, err)
+		c.Abort()
+		return
 	}
-	c.Set(ctxActor, name)
-	c.Set(ctxPageToken, token)
+	c.Set(ctxActor, sess.actor)
+	c.Set(ctxSession, sess)
 	c.Next()
 }
 
-// sessionToken reads and checks the session cookie.
-func (h *Handler) sessionToken(c *gin.Context) (token, name string, ok bool) {
+// requestSession is the live session of the request's cookie, or
+// ErrNoSession.
+func (h *Handler) requestSession(c *gin.Context) (*pageSession, error) {
 	ck, err := c.Request.Cookie(sessionCookie)
 	if err != nil || ck.Value == "" {
-		return "", "", false
+		return nil, ErrNoSession
 	}
-	token = decodeCookieToken(ck.Value)
-	name, err = h.Tokens.Authenticate(token)
-	if err != nil {
-		return "", "", false
-	}
-	return token, name, true
+	return h.checkSession(c.Request.Context(), ck.Value)
+}
+
+// currentSession is the session the session middleware admitted, or nil.
+func currentSession(c *gin.Context) *pageSession {
+	v, _ := c.Get(ctxSession)
+	s, _ := v.(*pageSession)
+	return s
 }
 
 func (h *Handler) hasSessionCookie(c *gin.Context) bool {
@@ -141,14 +152,6 @@ func (h *Handler) pageTooManyFailures(c *gin.Context) bool {
 	return true
 }
 
-// csrfToken is the CSRF value of a session: an HMAC keyed by its token, so
-// it cannot be computed without the token and needs no server state.
-func csrfToken(token string) string {
-	m := hmac.New(sha256.New, []byte(token))
-	m.Write([]byte("callgate-csrf"))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
 // csrf checks every POST: the form must carry the session's CSRF value,
 // and a browser that says the request comes from another site is refused
 // whatever it carries.
@@ -160,9 +163,9 @@ func (h *Handler) csrf(c *gin.Context) {
 	if !h.readForm(c) {
 		return
 	}
-	want := csrfToken(c.GetString(ctxPageToken))
+	sess := currentSession(c)
 	got := c.Request.PostForm.Get(csrfField)
-	if crossSite(c) || !hmac.Equal([]byte(got), []byte(want)) {
+	if crossSite(c) || sess == nil || !hmac.Equal([]byte(got), []byte(sess.id.csrf())) {
 		h.Log.WarnContext(c.Request.Context(), "admin: rejected page POST without a valid CSRF token",
 			"path", c.Request.URL.Path, "actor", c.GetString(ctxActor), "remote", clientAddr(c))
 		h.renderError(c, http.StatusForbidden, "The form is missing its security token or it is out of date. Go back, reload the page and try again.")
@@ -199,7 +202,7 @@ func (h *Handler) readForm(c *gin.Context) bool {
 // loginForm shows the login page (or goes on when already logged in).
 func (h *Handler) loginForm(c *gin.Context) {
 	c.Header("Cache-Control", "no-store")
-	if _, _, ok := h.sessionToken(c); ok {
+	if _, err := h.requestSession(c); err == nil {
 		c.Redirect(http.StatusSeeOther, safeNext(c.Query("next")))
 		return
 	}
@@ -235,13 +238,45 @@ func (h *Handler) login(c *gin.Context) {
 			Error: "That token is not valid. Use an admin token (CALLGATE_ADMIN_TOKEN).", Page: loginView{Next: next}})
 		return
 	}
-	h.setSession(c, encodeCookieToken(token), int(sessionMaxAge.Seconds()))
-	h.Log.InfoContext(c.Request.Context(), "admin: page login", "actor", name, "remote", clientAddr(c))
-	h.Service.Record(c.Request.Context(), name, "login", clientAddr(c))
+	ctx := c.Request.Context()
+	h.endOldSession(c)
+	id, err := h.startSession(ctx, name)
+	if err != nil {
+		h.Log.ErrorContext(ctx, "admin: could not start a page session", "actor", name, "error", err)
+		h.renderError(c, http.StatusServiceUnavailable, "Storage is temporarily unavailable, please retry.")
+		return
+	}
+	h.setSession(c, id.String(), int(sessionMaxAge.Seconds()))
+	h.Log.InfoContext(ctx, "admin: page login", "actor", name, "remote", clientAddr(c))
+	h.Service.Record(ctx, name, "login", clientAddr(c))
 	c.Redirect(http.StatusSeeOther, next)
 }
 
+// endOldSession deletes the session a browser logging in again still
+// carries, so it does not live on beside the new one.
+func (h *Handler) endOldSession(c *gin.Context) {
+	ck, err := c.Request.Cookie(sessionCookie)
+	if err != nil {
+		return
+	}
+	if id, ok := parseSessionID(ck.Value); ok {
+		if err := h.Service.deleteSession(c.Request.Context(), id); err != nil {
+			h.Log.WarnContext(c.Request.Context(), "admin: could not delete the previous session", "error", err)
+		}
+	}
+}
+
+// logout deletes the session's row, so a copy of the cookie is worth
+// nothing afterwards, then clears the cookie. If the row cannot be deleted
+// the operator is told and stays logged in rather than believing a live
+// session ended.
 func (h *Handler) logout(c *gin.Context) {
+	sess := currentSession(c)
+	if err := h.Service.deleteSession(c.Request.Context(), sess.id); err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	h.Log.InfoContext(c.Request.Context(), "admin: page logout", "actor", sess.actor, "remote", clientAddr(c))
 	h.setSession(c, "", -1)
 	c.Redirect(http.StatusSeeOther, "/admin/login?out=1")
 }
@@ -272,31 +307,6 @@ func safeNext(next string) string {
 	return next
 }
 
-// encodeCookieToken keeps a token as is when every byte may appear in a
-// cookie value and otherwise stores "~" + base64url of it.
-func encodeCookieToken(token string) string {
-	for i := 0; i < len(token); i++ {
-		if !validCookieByte(token[i]) {
-			return "~" + base64.RawURLEncoding.EncodeToString([]byte(token))
-		}
-	}
-	return token
-}
-
-func decodeCookieToken(v string) string {
-	if rest, ok := strings.CutPrefix(v, "~"); ok {
-		if b, err := base64.RawURLEncoding.DecodeString(rest); err == nil {
-			return string(b)
-		}
-	}
-	return v
-}
-
-// validCookieByte is RFC 6265's cookie-octet.
-func validCookieByte(b byte) bool {
-	return b == 0x21 || b >= 0x23 && b <= 0x2b || b >= 0x2d && b <= 0x3a || b >= 0x3c && b <= 0x5b || b >= 0x5d && b <= 0x7e
-}
-
 // view is what every page template gets; Page is the page's own data.
 type view struct {
 	Title   string
@@ -315,8 +325,8 @@ func (h *Handler) render(c *gin.Context, status int, name string, v *view) {
 	if v.Actor == "" {
 		v.Actor = c.GetString(ctxActor)
 	}
-	if tok := c.GetString(ctxPageToken); tok != "" {
-		v.CSRF = csrfToken(tok)
+	if sess := currentSession(c); sess != nil {
+		v.CSRF = sess.id.csrf()
 	}
 	t, ok := pageTemplates[name]
 	var buf bytes.Buffer

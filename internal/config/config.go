@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"mime"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -139,6 +140,11 @@ type HTTP struct {
 	// PprofAddr serves net/http/pprof on a separate listener (for
 	// profiling, e.g. "127.0.0.1:6060"). Default "": off. Never expose it.
 	PprofAddr string `koanf:"pprof_addr"`
+	// AdminAddr, when set (e.g. "127.0.0.1:9091"), serves /admin/ (page
+	// and API) and /metrics on their own listener, and Addr then serves
+	// only POST /callbacks/:source, /healthz and /readyz. Default "": all
+	// on Addr.
+	AdminAddr string `koanf:"admin_addr"`
 }
 
 // MySQL configures the database pool.
@@ -200,6 +206,8 @@ type Admin struct {
 	ReplayRate int `koanf:"replay_rate"`
 	// SecureCookie marks the page's session cookie Secure even when the
 	// gateway itself serves plain HTTP (behind a TLS-terminating proxy).
+	// Default true: browsers accept Secure cookies from http://localhost,
+	// so only a plain-HTTP deployment on another host needs false.
 	SecureCookie bool `koanf:"secure_cookie"`
 }
 
@@ -420,6 +428,9 @@ func Parse(raw []byte, kinds []string) (*Config, error) {
 	}
 	if !k.Exists("mysql.group_commit") {
 		cfg.MySQL.GroupCommit = true
+	}
+	if !k.Exists("admin.secure_cookie") {
+		cfg.Admin.SecureCookie = true
 	}
 	if !k.Exists("scheduler.retention.max_age") {
 		cfg.Scheduler.Retention.MaxAge = RetentionMaxAgeDefault // an explicit 0 keeps everything
@@ -720,6 +731,14 @@ func (c Config) Validate(kinds []string) error {
 	}
 	if (c.HTTP.TLSCertFile == "") != (c.HTTP.TLSKeyFile == "") {
 		bad("http.tls_cert_file", "tls_cert_file and tls_key_file go together")
+	}
+	if c.HTTP.AdminAddr != "" {
+		// Port 0 (any free port, in tests) on both is not a clash.
+		if _, port, err := net.SplitHostPort(c.HTTP.AdminAddr); err != nil {
+			bad("http.admin_addr", "want host:port, e.g. 127.0.0.1:9091, got %q", c.HTTP.AdminAddr)
+		} else if c.HTTP.AdminAddr == c.HTTP.Addr && port != "0" {
+			bad("http.admin_addr", "must differ from http.addr (%s)", c.HTTP.Addr)
+		}
 	}
 	if c.MySQL.MaxOpenConns < 1 {
 		bad("mysql.max_open_conns", "must be at least 1")

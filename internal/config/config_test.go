@@ -194,3 +194,46 @@ func TestHardeningOptionsValidated(t *testing.T) {
 	require.ErrorContains(t, err, "sources[1].allow_ips[0]")
 	require.ErrorContains(t, err, "sources[1].content_types[0]")
 }
+
+// TestSecureCookieDefaultsToTrue: admin.secure_cookie is true when absent
+// (browsers accept Secure cookies from http://localhost) and an explicit
+// false still works.
+func TestSecureCookieDefaultsToTrue(t *testing.T) {
+	t.Setenv("T_SHIP_SECRET", "s3cret")
+	cfg, err := config.Parse([]byte(valid), kinds)
+	require.NoError(t, err)
+	require.True(t, cfg.Admin.SecureCookie, "absent: true")
+	cfg, err = config.Parse([]byte("admin: {secure_cookie: false}\n"+valid), kinds)
+	require.NoError(t, err)
+	require.False(t, cfg.Admin.SecureCookie, "explicit false")
+	cfg, err = config.Parse([]byte("admin: {secure_cookie: true}\n"+valid), kinds)
+	require.NoError(t, err)
+	require.True(t, cfg.Admin.SecureCookie, "explicit true")
+	shipped, err := config.Load(filepath.Join("..", "..", "configs", "callgate.yaml"), kinds)
+	require.NoError(t, err)
+	require.True(t, shipped.Admin.SecureCookie, "the shipped file")
+}
+
+// TestAdminAddr: http.admin_addr is off by default, read when set, and
+// checked to be a host:port other than http.addr.
+func TestAdminAddr(t *testing.T) {
+	t.Setenv("T_SHIP_SECRET", "s3cret")
+	cfg, err := config.Parse([]byte(valid), kinds)
+	require.NoError(t, err)
+	require.Empty(t, cfg.HTTP.AdminAddr, "off by default")
+	cfg, err = config.Parse([]byte("http: {admin_addr: \"127.0.0.1:9091\"}\n"+valid), kinds)
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:9091", cfg.HTTP.AdminAddr)
+	cfg, err = config.Parse([]byte("http: {addr: \"127.0.0.1:0\", admin_addr: \"127.0.0.1:0\"}\n"+valid), kinds)
+	require.NoError(t, err, "two free ports do not clash")
+	require.Equal(t, "127.0.0.1:0", cfg.HTTP.AdminAddr)
+
+	for raw, want := range map[string]string{
+		`http: {admin_addr: "9091"}`:                 "http.admin_addr: want host:port",
+		`http: {addr: ":8080", admin_addr: ":8080"}`: "http.admin_addr: must differ from http.addr",
+		`http: {admin_addr: "127.0.0.1:9091:1"}`:     "http.admin_addr: want host:port",
+	} {
+		_, err := config.Parse([]byte(raw+"\n"+valid), kinds)
+		require.ErrorContains(t, err, want, raw)
+	}
+}

@@ -23,10 +23,26 @@ import (
 // announcements it already accepted.
 const announceDrain = 5 * time.Second
 
-// Run wires the gateway process from cfg and serves on ln until ctx ends.
-// Shutdown order: stop accepting and finish in-flight requests, publish what
-// was accepted (bounded), close the broker, then the database.
+// Run wires the gateway process from cfg and serves on ln (nil: listen on
+// http.addr) until ctx ends, and on http.admin_addr when it is set.
 func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Listener) error {
+	return RunListeners(ctx, cfg, log, Listeners{Public: ln})
+}
+
+// Listeners are listeners the caller opened (tests pick free ports). A nil
+// one is opened from the config.
+type Listeners struct {
+	// Public serves the intake and health (http.addr).
+	Public net.Listener
+	// Admin serves /admin/ and /metrics (http.admin_addr). Giving one
+	// separates them from Public even when http.admin_addr is unset.
+	Admin net.Listener
+}
+
+// RunListeners is Run on the given listeners. Shutdown order: stop
+// accepting and finish in-flight requests on every listener, publish what
+// was accepted (bounded), close the broker, then the database.
+func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls Listeners) error {
 	sources, err := intake.NewSources(cfg.Sources)
 	if err != nil {
 		return err
@@ -107,12 +123,47 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ln net.Liste
 		}
 		defer stopPprof()
 	}
-	if ln == nil {
-		if ln, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
-			return fmt.Errorf("error listening on %s: %w", cfg.HTTP.Addr, err)
-		}
+	if ls.Admin != nil {
+		gcfg.Server.AdminAddr = ls.Admin.Addr().String()
 	}
-	return ServeListener(ctx, gcfg, NewRouter(gcfg), ln)
+	served, err := openListeners(cfg.HTTP, ls)
+	if err != nil {
+		return err
+	}
+	if served.Admin == nil {
+		return ServeListeners(ctx, gcfg, Listener{Name: "public", Listener: served.Public, Handler: NewRouter(gcfg)})
+	}
+	return ServeListeners(ctx, gcfg,
+		Listener{Name: "public", Listener: served.Public, Handler: NewRouter(gcfg)},
+		Listener{Name: "admin", Listener: served.Admin, Handler: NewAdminRouter(gcfg)})
+}
+
+// openListeners opens the listeners the caller did not: http.addr always,
+// http.admin_addr when set. On failure nothing stays open.
+func openListeners(hc config.HTTP, ls Listeners) (Listeners, error) {
+	if ls.Public == nil {
+		ln, err := net.Listen("tcp", hc.Addr)
+		if err != nil {
+			closeListener(ls.Admin)
+			return ls, fmt.Errorf("error listening on %s: %w", hc.Addr, err)
+		}
+		ls.Public = ln
+	}
+	if ls.Admin == nil && hc.AdminAddr != "" {
+		ln, err := net.Listen("tcp", hc.AdminAddr)
+		if err != nil {
+			closeListener(ls.Public)
+			return ls, fmt.Errorf("error listening on http.admin_addr %s: %w", hc.AdminAddr, err)
+		}
+		ls.Admin = ln
+	}
+	return ls, nil
+}
+
+func closeListener(ln net.Listener) {
+	if ln != nil {
+		_ = ln.Close()
+	}
 }
 
 // Topology is the broker topology of cfg.

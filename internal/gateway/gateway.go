@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -49,8 +50,30 @@ type Config struct {
 	Tracing *tracing.Exporter
 }
 
-// NewRouter builds the gin engine.
+// NewRouter builds the gin engine of the public listener: the intake and
+// health endpoints, plus /metrics and the admin surface unless
+// Server.AdminAddr moves those to NewAdminRouter's listener.
 func NewRouter(cfg Config) *gin.Engine {
+	r := newEngine(cfg)
+	r.POST("/callbacks/:source", cfg.Intake.Callback)
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", readyz(cfg.Ready))
+	if cfg.Server.AdminAddr == "" {
+		mountOperator(r, cfg)
+	}
+	return r
+}
+
+// NewAdminRouter builds the engine of the http.admin_addr listener:
+// /metrics and the admin surface only.
+func NewAdminRouter(cfg Config) *gin.Engine {
+	r := newEngine(cfg)
+	mountOperator(r, cfg)
+	return r
+}
+
+// newEngine is a gin engine with the shared middleware and JSON 404/405.
+func newEngine(cfg Config) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
@@ -59,15 +82,15 @@ func NewRouter(cfg Config) *gin.Engine {
 	r.Use(traceContext(cfg.Tracing), recoverJSON(cfg.Log))
 	r.NoRoute(func(c *gin.Context) { intake.WriteError(c, http.StatusNotFound, "not found") })
 	r.NoMethod(func(c *gin.Context) { intake.WriteError(c, http.StatusMethodNotAllowed, "method not allowed") })
+	return r
+}
 
-	r.POST("/callbacks/:source", cfg.Intake.Callback)
-	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	r.GET("/readyz", readyz(cfg.Ready))
+// mountOperator adds what operators use and platforms never need.
+func mountOperator(r *gin.Engine, cfg Config) {
 	r.GET("/metrics", gin.WrapH(cfg.Metrics.Handler()))
 	if cfg.Admin != nil {
 		cfg.Admin.Mount(r)
 	}
-	return r
 }
 
 // traceContext puts the request's trace (incoming traceparent, or a new
@@ -127,8 +150,64 @@ func Serve(ctx context.Context, cfg Config, handler http.Handler) error {
 
 // ServeListener is Serve on an open listener (tests pick a free port).
 func ServeListener(ctx context.Context, cfg Config, handler http.Handler, ln net.Listener) error {
+	return ServeListeners(ctx, cfg, Listener{Name: "public", Listener: ln, Handler: handler})
+}
+
+// Listener is an open listener and what it serves.
+type Listener struct {
+	// Name tells the listeners apart in the log ("public", "admin").
+	Name     string
+	Listener net.Listener
+	Handler  http.Handler
+}
+
+// ServeListeners serves every listener until ctx ends or one of them fails,
+// then shuts them all down together: stop accepting, let in-flight requests
+// finish within ShutdownTimeout, close what is left. It returns the first
+// failure, or nil after a shutdown asked for by ctx.
+func ServeListeners(ctx context.Context, cfg Config, ls ...Listener) error {
+	servers := make([]*http.Server, len(ls))
+	errc := make(chan error, len(ls))
+	for i, l := range ls {
+		srv := newServer(cfg, l.Handler)
+		servers[i] = srv
+		go func() { errc <- serve(srv, l.Listener, cfg.Server) }()
+		cfg.Log.Info("gateway: listening", "listener", l.Name, "addr", l.Listener.Addr().String())
+	}
+	var first error
+	pending := len(ls)
+	select {
+	case first = <-errc:
+		pending--
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		wg.Go(func() {
+			if err := srv.Shutdown(sctx); errors.Is(err, context.DeadlineExceeded) {
+				cfg.Log.Warn("gateway: shutdown timed out, closing remaining connections", "listener", ls[i].Name)
+				_ = srv.Close()
+			}
+		})
+	}
+	wg.Wait()
+	for ; pending > 0; pending-- {
+		if err := <-errc; first == nil && !errors.Is(err, http.ErrServerClosed) {
+			first = err
+		}
+	}
+	if first != nil && !errors.Is(first, http.ErrServerClosed) {
+		return first
+	}
+	return nil
+}
+
+// newServer is an http.Server with the configured timeouts and header cap.
+func newServer(cfg Config, handler http.Handler) *http.Server {
 	sc := cfg.Server
-	srv := &http.Server{
+	return &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: sc.ReadHeaderTimeout,
 		ReadTimeout:       sc.ReadTimeout,
@@ -137,29 +216,12 @@ func ServeListener(ctx context.Context, cfg Config, handler http.Handler, ln net
 		MaxHeaderBytes:    sc.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn),
 	}
-	errc := make(chan error, 1)
-	go func() {
-		if sc.TLSCertFile != "" {
-			errc <- srv.ServeTLS(ln, sc.TLSCertFile, sc.TLSKeyFile)
-			return
-		}
-		errc <- srv.Serve(ln)
-	}()
-	cfg.Log.Info("gateway: listening", "addr", ln.Addr().String())
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+}
+
+// serve runs srv on ln, with TLS when the files are configured.
+func serve(srv *http.Server, ln net.Listener, sc config.HTTP) error {
+	if sc.TLSCertFile != "" {
+		return srv.ServeTLS(ln, sc.TLSCertFile, sc.TLSKeyFile)
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		cfg.Log.Warn("gateway: shutdown timed out, closing remaining connections")
-		_ = srv.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return srv.Serve(ln)
 }
