@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
-	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"callgate/internal/callback"
@@ -17,17 +18,27 @@ import (
 // to it, and a writer turns what is queued into one multi-row INSERT, so
 // they share one durable commit instead of paying one each. A writer
 // flushes as soon as its previous batch is done (no fixed wait: at low load
-// a batch is one row), up to MaxBatch rows. Each request is answered only
-// once its own row is committed, with its own id and duplicate flag, the
-// same answers as the one-INSERT-per-request path (Store.InsertCallback).
+// a batch is one row), up to MaxBatch rows and the server's
+// max_allowed_packet. Each request is answered only once its own row is
+// committed, with its own id and duplicate flag, the same answers as the
+// one-INSERT-per-request path (Store.InsertCallback).
+//
+// Order: a row goes to the writer of its (kind, business key), and a
+// writer inserts its rows in the order the requests handed them over, one
+// statement after the other, so callbacks of one key that reach this
+// gateway get ids in arrival order (the order the worker processes a key
+// in). Rows of different keys may be written by different writers at the
+// same time.
 type Batcher struct {
 	st       *Store
 	log      *slog.Logger
 	maxBatch int
-	queue    chan *pendingInsert
+	queues   []chan *pendingInsert
 	wg       sync.WaitGroup
 	stop     chan struct{}
 	once     sync.Once
+	// packet caches the server's max_allowed_packet (0 until read).
+	packet atomic.Int64
 }
 
 type pendingInsert struct {
@@ -37,13 +48,35 @@ type pendingInsert struct {
 	done chan struct{}
 }
 
-// NewBatcher starts writers goroutines (one or two) flushing batches of at
-// most maxBatch rows. Close stops them.
+// Batch statement limits.
+const (
+	// flushTimeout bounds one batch's statements.
+	flushTimeout = 10 * time.Second
+	// packetFallback is assumed while max_allowed_packet cannot be read
+	// (the smallest default of the MySQL versions still around).
+	packetFallback = 4 << 20
+	// packetHeadroom is kept free of rows in a statement: its own text
+	// and the protocol's overhead.
+	packetHeadroom = 64 << 10
+	// rowOverhead is what a row adds beyond its escaped values: quotes,
+	// commas, the _binary prefix, the two timestamps.
+	rowOverhead = 160
+)
+
+// ErrUnaccounted is a row that a batch INSERT reported done but that is
+// not in the table afterwards. It cannot happen with a correct statement;
+// the request is answered 503 (the platform retries) rather than 200.
+var ErrUnaccounted = errors.New("callback row not found after its batch insert")
+
+// NewBatcher starts writers goroutines flushing batches of at most maxBatch
+// rows. Close stops them.
 func NewBatcher(st *Store, writers, maxBatch int, log *slog.Logger) *Batcher {
-	b := &Batcher{st: st, log: log, maxBatch: maxBatch, queue: make(chan *pendingInsert, writers*maxBatch*2), stop: make(chan struct{})}
+	b := &Batcher{st: st, log: log, maxBatch: maxBatch, stop: make(chan struct{})}
 	for range writers {
+		q := make(chan *pendingInsert, maxBatch*2)
+		b.queues = append(b.queues, q)
 		b.wg.Add(1)
-		go b.writer()
+		go b.writer(q)
 	}
 	return b
 }
@@ -54,7 +87,7 @@ func NewBatcher(st *Store, writers, maxBatch int, log *slog.Logger) *Batcher {
 func (b *Batcher) InsertCallback(ctx context.Context, l *callback.Log) (InsertResult, error) {
 	p := &pendingInsert{row: l, done: make(chan struct{})}
 	select {
-	case b.queue <- p:
+	case b.queues[b.shard(l)] <- p:
 	case <-ctx.Done():
 		return InsertResult{}, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 	case <-b.stop:
@@ -68,39 +101,112 @@ func (b *Batcher) InsertCallback(ctx context.Context, l *callback.Log) (InsertRe
 	}
 }
 
+// shard picks the writer of l's key.
+func (b *Batcher) shard(l *callback.Log) int {
+	if len(b.queues) == 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(l.Kind))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(l.BusinessKey))
+	return int(h.Sum32() % uint32(len(b.queues)))
+}
+
 // Close stops the writers after the queued rows are written.
 func (b *Batcher) Close() {
 	b.once.Do(func() { close(b.stop) })
 	b.wg.Wait()
 }
 
-func (b *Batcher) writer() {
+func (b *Batcher) writer(queue chan *pendingInsert) {
 	defer b.wg.Done()
 	batch := make([]*pendingInsert, 0, b.maxBatch)
+	var carry *pendingInsert // the row that did not fit the last batch
 	for {
-		var first *pendingInsert
-		select {
-		case first = <-b.queue:
-		case <-b.stop:
-			// Drain what is already queued, then stop.
+		first := carry
+		carry = nil
+		if first == nil {
 			select {
-			case first = <-b.queue:
-			default:
-				return
+			case first = <-queue:
+			case <-b.stop:
+				// Drain what is already queued, then stop.
+				select {
+				case first = <-queue:
+				default:
+					return
+				}
 			}
 		}
+		budget := b.budget()
 		batch = append(batch[:0], first)
+		size := rowSize(first.row)
 	fill:
 		for len(batch) < b.maxBatch {
 			select {
-			case p := <-b.queue:
-				batch = append(batch, p)
+			case p := <-queue:
+				if n := rowSize(p.row); size+n <= budget {
+					batch = append(batch, p)
+					size += n
+					continue
+				}
+				carry = p
+				break fill
 			default:
 				break fill
 			}
 		}
 		b.flush(batch)
 	}
+}
+
+// budget is how many bytes of rows one statement may carry: the server's
+// max_allowed_packet less headroom, read once.
+func (b *Batcher) budget() int {
+	packet := b.packet.Load()
+	if packet == 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		n, err := b.st.MaxAllowedPacket(ctx)
+		cancel()
+		if err != nil {
+			packet = packetFallback // the flush will say what is wrong
+		} else {
+			b.packet.Store(n)
+			packet = n
+		}
+	}
+	return int(packet) - packetHeadroom
+}
+
+// rowSize is the bytes a row adds to the INSERT's text once its values are
+// escaped (go-sql-driver doubles NUL, \n, \r, \x1a, quotes and backslashes).
+func rowSize(l *callback.Log) int {
+	return escapedLen(l.Payload) + escapedLen(l.Headers) + 2*(len(l.Source)+len(l.Kind)+len(l.EventID)+len(l.BusinessKey)) +
+		len(l.TraceID) + rowOverhead
+}
+
+func escapedLen(b []byte) int {
+	n := len(b)
+	for _, c := range b {
+		switch c {
+		case 0, '\n', '\r', 0x1a, '\'', '"', '\\':
+			n++
+		}
+	}
+	return n
+}
+
+// RowFits reports whether a callback whose body is up to bodyBytes and whose
+// stored headers are up to headerBytes always fits in one statement of a
+// server with this max_allowed_packet, whatever its bytes (each escaped
+// byte counts twice).
+func RowFits(bodyBytes, headerBytes, packet int64) bool {
+	return RowBytesNeeded(bodyBytes, headerBytes) <= packet
+}
+
+// RowBytesNeeded is the largest statement such a callback can need.
+func RowBytesNeeded(bodyBytes, headerBytes int64) int64 {
+	return 2*(bodyBytes+headerBytes) + rowOverhead + packetHeadroom
 }
 
 // flush writes one batch and answers each request in it.
@@ -110,11 +216,12 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 			close(p.done)
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
 
 	// Duplicates inside the batch: only the first of an event id is
-	// inserted; the others get its answer as duplicates.
+	// inserted; the others get its answer as duplicates. Event ids are
+	// compared byte for byte, as the unique key does.
 	type key struct{ source, event string }
 	firsts := map[key]*pendingInsert{}
 	var unique []*pendingInsert
@@ -142,77 +249,59 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 		switch {
 		case err != nil:
 			p.err = fmt.Errorf("error inserting callback batch: %w", Translate(err))
+		case f.err != nil:
+			p.err = f.err
 		case f != p:
-			p.res, p.err = InsertResult{ID: f.res.ID, Duplicate: true}, f.err
+			p.res = InsertResult{ID: f.res.ID, Duplicate: true}
 		}
 	}
 }
 
-// insert writes unique rows in one statement and reads their ids back by
-// event id. A row is new if the stored row carries this request's own
-// received_at (microseconds) and trace id; otherwise it was there before.
-// Ids are read back rather than derived from LAST_INSERT_ID(), which is
-// only safe with innodb_autoinc_lock_mode 0 or 1. A row not visible at once
-// is looked for again (its insert repeated, which is idempotent) a few
-// times; it is never answered as a duplicate by guesswork.
+// insert writes unique rows in one statement, in their order, and reads
+// their ids back by event id. A row is new if the stored row carries this
+// request's own received_at (microseconds) and trace id; otherwise it was
+// there before. Ids are read back rather than derived from
+// LAST_INSERT_ID(), which is only safe with innodb_autoinc_lock_mode 0 or
+// 1. Every row must be accounted for: found, and the new ones as many as
+// the statement reported inserting.
 func (b *Batcher) insert(ctx context.Context, rows []*pendingInsert) error {
-	if err := b.exec(ctx, rows); err != nil {
+	inserted, err := b.exec(ctx, rows)
+	if err != nil {
 		return &statementError{err}
 	}
-	missing := rows
-	for try := 0; ; try++ {
-		var err error
-		if missing, err = b.readBack(ctx, missing); err != nil || len(missing) == 0 {
-			return err
-		}
-		if try == 3 {
-			return fmt.Errorf("%d callback rows not found after insert", len(missing))
-		}
-		b.log.Warn("intake: rows not visible after insert, retrying", "rows", len(missing))
-		time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
-		if err := b.exec(ctx, missing); err != nil {
-			return &statementError{err}
+	if err := b.readBack(ctx, rows); err != nil {
+		return err
+	}
+	var fresh int64
+	missing := 0
+	for _, p := range rows {
+		switch {
+		case p.res.ID == 0:
+			missing++
+			p.err = fmt.Errorf("%w: %s %q", ErrUnaccounted, p.row.Source, p.row.EventID)
+		case !p.res.Duplicate:
+			fresh++
 		}
 	}
+	if missing > 0 || fresh != inserted {
+		b.log.Error("intake: batch insert does not account for its rows", "rows", len(rows),
+			"reported_new", inserted, "found_new", fresh, "missing", missing)
+	}
+	return nil
 }
 
-// exec runs the multi-row INSERT, retrying deadlocks.
-func (b *Batcher) exec(ctx context.Context, rows []*pendingInsert) error {
-	// A stable order makes concurrent batches lock keys in the same order
-	// (fewer deadlocks).
-	sort.Slice(rows, func(i, j int) bool {
-		if rows[i].row.Source != rows[j].row.Source {
-			return rows[i].row.Source < rows[j].row.Source
-		}
-		return rows[i].row.EventID < rows[j].row.EventID
-	})
-	var q strings.Builder
-	q.WriteString(`INSERT INTO callback_log (source, kind, event_id, business_key, status, attempts, payload, headers, trace_id, received_at, next_attempt_at) VALUES `)
+// exec runs the multi-row INSERT and returns how many rows it inserted
+// (a duplicate changes nothing and counts 0).
+func (b *Batcher) exec(ctx context.Context, rows []*pendingInsert) (int64, error) {
 	args := make([]any, 0, len(rows)*9)
-	for i, p := range rows {
-		if i > 0 {
-			q.WriteByte(',')
-		}
-		q.WriteString(`(?, ?, ?, ?, 'PENDING', 0, ?, ?, ?, ?, ?)`)
-		l := p.row
-		due := l.ReceivedAt
-		if l.NextAttemptAt != nil {
-			due = *l.NextAttemptAt
-		}
-		var headers any
-		if len(l.Headers) > 0 {
-			headers = []byte(l.Headers)
-		}
-		args = append(args, l.Source, l.Kind, l.EventID, l.BusinessKey, l.Payload, headers, l.TraceID, l.ReceivedAt, due)
+	for _, p := range rows {
+		args = insertArgs(args, p.row)
 	}
-	q.WriteString(` ON DUPLICATE KEY UPDATE id = id`)
-	var err error
-	for try := 0; try <= maxStatementRetries; try++ {
-		if _, err = b.st.SQL.ExecContext(ctx, q.String(), args...); err == nil || !isRetryable(err) {
-			break
-		}
+	res, err := b.st.execRetrying(ctx, insertBatchSQL(len(rows)), args...)
+	if err != nil {
+		return 0, err
 	}
-	return err
+	return res.RowsAffected()
 }
 
 // statementError is the batch INSERT itself failing (rolled back whole).
@@ -221,9 +310,8 @@ type statementError struct{ err error }
 func (e *statementError) Error() string { return e.err.Error() }
 func (e *statementError) Unwrap() error { return e.err }
 
-// readBack answers the rows it finds and returns those it does not.
-func (b *Batcher) readBack(ctx context.Context, rows []*pendingInsert) ([]*pendingInsert, error) {
-	var missing []*pendingInsert
+// readBack answers the rows it finds, one query per source.
+func (b *Batcher) readBack(ctx context.Context, rows []*pendingInsert) error {
 	bySource := map[string][]*pendingInsert{}
 	for _, p := range rows {
 		bySource[p.row.Source] = append(bySource[p.row.Source], p)
@@ -244,15 +332,10 @@ func (b *Batcher) readBack(ctx context.Context, rows []*pendingInsert) ([]*pendi
 		}
 		q.WriteByte(')')
 		if err := b.scanIDs(ctx, q.String(), args, byEvent); err != nil {
-			return nil, err
-		}
-		for _, p := range ps {
-			if p.res.ID == 0 {
-				missing = append(missing, p)
-			}
+			return err
 		}
 	}
-	return missing, nil
+	return nil
 }
 
 // scanIDs runs the read-back query and answers each pending insert it

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,4 +100,74 @@ func TestBatcherBadRowDoesNotFailItsBatchMates(t *testing.T) {
 func row(event string, n int) *callback.Log {
 	return &callback.Log{Source: "paydemo", Kind: "payment", EventID: event, BusinessKey: "K", Payload: []byte(`{}`),
 		TraceID: fmt.Sprintf("%032x", n+1), ReceivedAt: time.Now().UTC().Truncate(time.Microsecond)}
+}
+
+// TestBatcherStormOfDuplicatesAcrossTwoGateways: two gateways' batchers
+// take 20,000 events, each sent 5 times, in shuffled order from 64
+// concurrent clients each. Every event is stored exactly once, every
+// request is answered (no 503), and exactly one answer per event says
+// duplicate:false, all naming the same row.
+func TestBatcherStormOfDuplicatesAcrossTwoGateways(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t)
+	st := testenv.Store(t, cfg)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	batchers := []*store.Batcher{store.NewBatcher(st, 2, 256, quiet), store.NewBatcher(testenv.Store(t, cfg), 2, 256, quiet)}
+	defer batchers[0].Close()
+	defer batchers[1].Close()
+
+	const events, copies, clients = 20000, 5, 64
+	sends := make([]int, 0, events*copies)
+	for e := range events {
+		for range copies {
+			sends = append(sends, e)
+		}
+	}
+	rand.Shuffle(len(sends), func(i, j int) { sends[i], sends[j] = sends[j], sends[i] })
+
+	ids := make([][]int64, events)
+	fresh := make([]int, events)
+	var mu sync.Mutex
+	var next atomic.Int64
+	var failures atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for c := range 2 * clients {
+		b := batchers[c%2]
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(sends) {
+					return
+				}
+				e := sends[i]
+				r := row(fmt.Sprintf("storm-%d", e), i)
+				r.BusinessKey = fmt.Sprintf("K-%d", e%500)
+				res, err := b.InsertCallback(t.Context(), r)
+				if err != nil {
+					failures.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				mu.Lock()
+				ids[e] = append(ids[e], res.ID)
+				if !res.Duplicate {
+					fresh[e]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.Zero(t, failures.Load(), "requests answered with an error (a 503): first %v", firstErr.Load())
+	for e := range events {
+		require.Len(t, ids[e], copies, "event %d answered", e)
+		for _, id := range ids[e] {
+			require.Equal(t, ids[e][0], id, "every answer for event %d names one row", e)
+		}
+		require.Equal(t, 1, fresh[e], "exactly one duplicate:false for event %d", e)
+	}
+	var n int64
+	require.NoError(t, st.DB.Model(&callback.Log{}).Count(&n).Error)
+	require.EqualValues(t, events, n, "one row per event, none missing")
 }

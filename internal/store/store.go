@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"time"
 
@@ -37,6 +38,7 @@ var (
 const (
 	errDeadlock        = 1213
 	errLockWaitTimeout = 1205
+	errPacketTooLarge  = 1153
 )
 
 // Store is the database handle shared by a process.
@@ -57,6 +59,11 @@ func NormalizeDSN(dsn string, dialTimeout time.Duration) (string, error) {
 	c.ParseTime = true
 	c.Loc = time.UTC
 	c.InterpolateParams = true
+	// 0 makes the driver read the server's max_allowed_packet when it
+	// connects, so an over-large statement is refused on this side and
+	// the connection stays usable, instead of being sent, refused by the
+	// server, and the connection closed under the pool.
+	c.MaxAllowedPacket = 0
 	if c.Timeout == 0 {
 		c.Timeout = dialTimeout
 	}
@@ -160,12 +167,75 @@ func IsLockNotAvailable(err error) bool {
 	return false
 }
 
-// isRetryable reports a deadlock or lock wait timeout: the statement can
-// simply be run again.
-func isRetryable(err error) bool {
+// IsTransient reports a deadlock or lock wait timeout: contention between
+// transactions, not a fault of the statement, which can simply be run
+// again (InnoDB rolled back the statement, or for a deadlock the whole
+// transaction).
+func IsTransient(err error) bool {
 	var myErr *mysql.MySQLError
 	if errors.As(err, &myErr) {
 		return myErr.Number == errDeadlock || myErr.Number == errLockWaitTimeout
 	}
 	return false
+}
+
+// IsDeadlock reports a deadlock (1213) as opposed to a lock wait timeout.
+func IsDeadlock(err error) bool {
+	var myErr *mysql.MySQLError
+	return errors.As(err, &myErr) && myErr.Number == errDeadlock
+}
+
+// brokenConn reports an error after which the connection that ran the
+// statement cannot be trusted: the server may have closed it (a packet it
+// refused, a lost connection) or the call was cut off mid-way.
+func brokenConn(err error) bool {
+	if IsUnavailable(err) || errors.Is(err, context.Canceled) || errors.Is(err, mysql.ErrPktTooLarge) {
+		return true
+	}
+	var myErr *mysql.MySQLError
+	return errors.As(err, &myErr) && myErr.Number == errPacketTooLarge
+}
+
+// execRetrying runs one autocommit statement on a connection of its own,
+// re-running it after deadlocks and lock wait timeouts (with a short
+// jittered pause) until it succeeds, fails otherwise, or ctx ends. When the
+// connection cannot be trusted after an error it is discarded, never handed
+// back to the pool for the next caller to trip over.
+func (s *Store) execRetrying(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	for try := 0; ; try++ {
+		res, err := s.execOwnConn(ctx, query, args...)
+		if err == nil || !IsTransient(err) {
+			return res, err
+		}
+		pause := time.Duration(rand.Int64N(int64(min(50, 1<<min(try, 6))) * int64(time.Millisecond)))
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (after %d tries): %w", ctx.Err(), try+1, err)
+		case <-time.After(pause):
+		}
+	}
+}
+
+func (s *Store) execOwnConn(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	conn, err := s.SQL.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := conn.ExecContext(ctx, query, args...)
+	if err != nil && brokenConn(err) {
+		// database/sql closes a connection whose Raw func reports it bad.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = conn.Close()
+	return res, err
+}
+
+// MaxAllowedPacket reads the server's max_allowed_packet: the largest
+// statement it takes.
+func (s *Store) MaxAllowedPacket(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.SQL.QueryRowContext(ctx, `SELECT @@max_allowed_packet`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("error reading max_allowed_packet: %w", Translate(err))
+	}
+	return n, nil
 }

@@ -1,0 +1,253 @@
+package store
+
+import (
+	"database/sql"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"callgate/internal/callback"
+	"callgate/internal/config"
+)
+
+// openTestStore is testenv.Store without the import cycle (testenv uses
+// store): a fresh migrated database, dropped when the test ends.
+func openTestStore(t *testing.T) *Store {
+	t.Helper()
+	name := fmt.Sprintf("callgate_t_st%d", time.Now().UnixNano())
+	dsn := "root:@tcp(127.0.0.1:3306)/" + name
+	_, err := Migrate(dsn, 2*time.Second)
+	require.NoError(t, err)
+	st, err := Open(config.MySQL{DSN: dsn, MaxOpenConns: 8, MaxIdleConns: 8, DialTimeout: time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = st.SQL.Exec("DROP DATABASE IF EXISTS `" + name + "`")
+		_ = st.Close()
+	})
+	return st
+}
+
+func pending(event string, n int) *pendingInsert {
+	return &pendingInsert{row: &callback.Log{Source: "paydemo", Kind: "payment", EventID: event, BusinessKey: "K",
+		Payload: []byte(`{}`), TraceID: fmt.Sprintf("%032x", n), ReceivedAt: time.Now().UTC().Truncate(time.Microsecond)},
+		done: make(chan struct{})}
+}
+
+// waitForLockWait waits until an INSERT into callback_log of this
+// database is in progress: in these tests, one blocked on a held key.
+// (information_schema.INNODB_TRX does not always list such a statement on
+// MariaDB 10.11; the process list does.)
+func waitForLockWait(t *testing.T, db *sql.DB) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var n int
+		err := db.QueryRow(`SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE db = DATABASE() AND command = 'Query' AND info LIKE 'INSERT INTO callback_log%'`).Scan(&n)
+		return err == nil && n > 0
+	}, 10*time.Second, 5*time.Millisecond, "the batch waits for the held key")
+}
+
+func eventsInTable(t *testing.T, st *Store) []string {
+	t.Helper()
+	rs, err := st.SQL.Query(`SELECT event_id FROM callback_log ORDER BY id`)
+	require.NoError(t, err)
+	defer rs.Close()
+	var got []string
+	for rs.Next() {
+		var s string
+		require.NoError(t, rs.Scan(&s))
+		got = append(got, s)
+	}
+	require.NoError(t, rs.Err())
+	return got
+}
+
+// TestBatchInsertKeepsEveryRowWhenBatchesOverlap is the three-session
+// interleaving that made MariaDB drop rows of a batch whose duplicate
+// clause assigned id: session 0 holds a0, batch 1 (a0 b c d e) waits on
+// it, batch 2 (b x1..x4) commits, session 0 rolls back. Batch 1 must then
+// store c, d and e under ids of their own, in its one statement, and
+// account for each of its rows.
+func TestBatchInsertKeepsEveryRowWhenBatchesOverlap(t *testing.T) {
+	t.Parallel()
+	st := openTestStore(t)
+	ctx := t.Context()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	b1 := &Batcher{st: st, log: quiet, maxBatch: 10}
+	b2 := &Batcher{st: st, log: quiet, maxBatch: 10}
+
+	run := func(t *testing.T, flushed bool) {
+		_, err := st.SQL.Exec(`TRUNCATE TABLE callback_log`)
+		require.NoError(t, err)
+		tx, err := st.SQL.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		_, err = tx.Exec(`INSERT INTO callback_log (source, kind, event_id, business_key, status, attempts, payload, trace_id, received_at, next_attempt_at)
+			VALUES ('paydemo', 'payment', 'a0', 'K', 'PENDING', 0, '{}', '00000000000000000000000000000000', NOW(6), NOW(6))`)
+		require.NoError(t, err)
+
+		batch1 := []*pendingInsert{pending("a0", 1), pending("b", 2), pending("c", 3), pending("d", 4), pending("e", 5)}
+		batch2 := []*pendingInsert{pending("b", 6), pending("x1", 7), pending("x2", 8), pending("x3", 9), pending("x4", 10)}
+		done := make(chan int64, 1)
+		go func() {
+			if flushed {
+				b1.flush(batch1)
+				done <- -1
+				return
+			}
+			n, err := b1.exec(ctx, batch1)
+			if err != nil {
+				n = -2
+			}
+			done <- n
+		}()
+		waitForLockWait(t, st.SQL)
+		if flushed {
+			b2.flush(batch2)
+		} else {
+			n, err := b2.exec(ctx, batch2)
+			require.NoError(t, err)
+			require.EqualValues(t, 5, n)
+		}
+		require.NoError(t, tx.Rollback())
+		n := <-done
+
+		require.ElementsMatch(t, []string{"a0", "b", "c", "d", "e", "x1", "x2", "x3", "x4"}, eventsInTable(t, st),
+			"every row of both batches is stored")
+		if !flushed {
+			require.EqualValues(t, 4, n, "the statement reports a0, c, d, e new (b was a duplicate)")
+			return
+		}
+		for _, p := range append(batch1, batch2...) {
+			require.NoError(t, p.err, p.row.EventID)
+			require.NotZero(t, p.res.ID, p.row.EventID)
+		}
+		require.Equal(t, batch2[0].res.ID, batch1[1].res.ID, "b is one row")
+		require.True(t, batch1[1].res.Duplicate, "batch 1 met b as a duplicate")
+		require.False(t, batch2[0].res.Duplicate)
+		for _, p := range []*pendingInsert{batch1[0], batch1[2], batch1[3], batch1[4], batch2[1], batch2[2], batch2[3], batch2[4]} {
+			require.False(t, p.res.Duplicate, "%s is new", p.row.EventID)
+		}
+		var stored int64
+		require.NoError(t, st.SQL.QueryRow(`SELECT id FROM callback_log WHERE event_id = 'c'`).Scan(&stored))
+		require.Equal(t, stored, batch1[2].res.ID, "c's answer names c's row")
+	}
+	t.Run("statement", func(t *testing.T) { run(t, false) })
+	t.Run("batch answers", func(t *testing.T) { run(t, true) })
+}
+
+// TestBatchRowsGetIDsInArrivalOrder: with a writer held by a batch that
+// waits on a key, 30 callbacks of one key arrive a millisecond apart and
+// queue up for the next batch; their ids follow the order they arrived in,
+// not the order of their event ids.
+func TestBatchRowsGetIDsInArrivalOrder(t *testing.T) {
+	t.Parallel()
+	for _, writers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("writers=%d", writers), func(t *testing.T) {
+			t.Parallel()
+			st := openTestStore(t)
+			b := NewBatcher(st, writers, 256, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			defer b.Close()
+			ctx := t.Context()
+
+			tx, err := st.SQL.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			_, err = tx.Exec(`INSERT INTO callback_log (source, kind, event_id, business_key, status, attempts, payload, trace_id, received_at, next_attempt_at)
+				VALUES ('shipdemo', 'logistics', 'hold', 'WB-1', 'PENDING', 0, '{}', '00000000000000000000000000000000', NOW(6), NOW(6))`)
+			require.NoError(t, err)
+			mk := func(event string, n int) *callback.Log {
+				return &callback.Log{Source: "shipdemo", Kind: "logistics", EventID: event, BusinessKey: "WB-1", Payload: []byte(`{}`),
+					TraceID: fmt.Sprintf("%032x", n+1), ReceivedAt: time.Now().UTC().Truncate(time.Microsecond)}
+			}
+			holdDone := make(chan error, 1)
+			go func() { _, err := b.InsertCallback(ctx, mk("hold", 1000)); holdDone <- err }()
+			waitForLockWait(t, st.SQL)
+
+			// Sent in this order; their event ids sort the other way round.
+			const n = 30
+			results := make([]chan InsertResult, n)
+			for i := range n {
+				results[i] = make(chan InsertResult, 1)
+				go func() {
+					res, err := b.InsertCallback(ctx, mk(fmt.Sprintf("WB-1:%d", n-i), i))
+					if err != nil {
+						res = InsertResult{}
+					}
+					results[i] <- res
+				}()
+				time.Sleep(time.Millisecond)
+			}
+			require.NoError(t, tx.Rollback())
+			require.NoError(t, <-holdDone)
+			var ids []int64
+			for i := range n {
+				res := <-results[i]
+				require.NotZero(t, res.ID, "callback %d stored", i)
+				require.False(t, res.Duplicate)
+				ids = append(ids, res.ID)
+			}
+			for i := 1; i < n; i++ {
+				require.Less(t, ids[i-1], ids[i], "callback %d was sent before callback %d: ids %v", i-1, i, ids)
+			}
+		})
+	}
+}
+
+// TestBatchBoundedByBytes: 20 rows of 1 MiB queue up behind a held batch
+// (together more than MySQL's max_allowed_packet of 16 MiB). They are all
+// stored, in statements that fit, and the pool hands no broken connection
+// to the requests that follow.
+func TestBatchBoundedByBytes(t *testing.T) {
+	t.Parallel()
+	st := openTestStore(t)
+	var logged strings.Builder
+	b := NewBatcher(st, 1, 256, slog.New(slog.NewTextHandler(&syncWriter{w: &logged}, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	defer b.Close()
+	ctx := t.Context()
+	tx, err := st.SQL.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = tx.Exec(`INSERT INTO callback_log (source, kind, event_id, business_key, status, attempts, payload, trace_id, received_at, next_attempt_at)
+		VALUES ('paydemo', 'payment', 'hold', 'K', 'PENDING', 0, '{}', '00000000000000000000000000000000', NOW(6), NOW(6))`)
+	require.NoError(t, err)
+	errs := make(chan error, 21)
+	go func() { _, err := b.InsertCallback(ctx, pending("hold", 1).row); errs <- err }()
+	waitForLockWait(t, st.SQL)
+
+	const n = 20
+	payload := []byte(`{"pad":"` + strings.Repeat("x", 1<<20-10) + `"}`)
+	for i := range n {
+		r := pending(fmt.Sprintf("big-%d", i), 100+i).row
+		r.Payload = payload
+		go func() { _, err := b.InsertCallback(ctx, r); errs <- err }()
+	}
+	require.Eventually(t, func() bool { return len(b.queues[0]) == n }, 10*time.Second, 5*time.Millisecond, "the large rows queue up")
+	require.NoError(t, tx.Rollback())
+	for range n + 1 {
+		require.NoError(t, <-errs)
+	}
+	var stored int
+	require.NoError(t, st.SQL.QueryRow(`SELECT COUNT(*) FROM callback_log WHERE LENGTH(payload) = ?`, len(payload)).Scan(&stored))
+	require.Equal(t, n, stored)
+	require.Empty(t, logged.String(), "no statement was refused (no fallback to row by row)")
+	for i := range 16 {
+		_, err := b.InsertCallback(ctx, pending(fmt.Sprintf("small-%d", i), 200+i).row)
+		require.NoError(t, err, "small callback %d after the burst", i)
+	}
+}
+
+// syncWriter serialises writes from the batcher's goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
