@@ -351,6 +351,7 @@ const (
 	ReconnectMinDefault          = 500 * time.Millisecond
 	ReconnectMaxDefault          = 30 * time.Second
 	MaxBodyBytesDefault          = 1 << 20
+	MaxBodyBytesLimit            = 1<<24 - 1 // MEDIUMBLOB
 	SeparatorDefault             = ":"
 	ContentTypeDefault           = "application/json"
 	RetryMaxAttemptsDefault      = 8
@@ -823,6 +824,9 @@ func (c Config) Validate(kinds []string) error {
 		}
 		if s.MaxBodyBytes < 1 {
 			bad(field+".max_body_bytes", "must be positive")
+		}
+		if s.MaxBodyBytes > MaxBodyBytesLimit {
+			bad(field+".max_body_bytes", "%d is more than callback_log.payload (MEDIUMBLOB) holds: at most %d", s.MaxBodyBytes, MaxBodyBytesLimit)
 		}
 		if s.Retry.MaxAttempts < 1 {
 			bad(field+".retry.max_attempts", "must be at least 1")

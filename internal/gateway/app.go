@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -52,6 +53,9 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 		return err
 	}
 	defer st.Close()
+	if err := checkRowsFit(ctx, st, cfg, log); err != nil {
+		return err
+	}
 
 	var inserter intake.Inserter = st
 	if cfg.MySQL.GroupCommit {
@@ -164,6 +168,29 @@ func closeListener(ln net.Listener) {
 	if ln != nil {
 		_ = ln.Close()
 	}
+}
+
+// checkRowsFit refuses to start when a source's max_body_bytes allows a
+// callback that MySQL's max_allowed_packet could never take: such a
+// callback would be answered 503 on every retry. When MySQL cannot be
+// asked now (it is down at start), the check is skipped with a warning.
+func checkRowsFit(ctx context.Context, st *store.Store, cfg *config.Config, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*cfg.MySQL.DialTimeout+time.Second)
+	defer cancel()
+	packet, err := st.MaxAllowedPacket(ctx)
+	if err != nil {
+		log.Warn("gateway: could not check max_body_bytes against MySQL's max_allowed_packet", "error", err)
+		return nil
+	}
+	var errs []error
+	for i, s := range cfg.Sources {
+		if !store.RowFits(s.MaxBodyBytes, int64(cfg.HTTP.MaxHeaderBytes), packet) {
+			errs = append(errs, fmt.Errorf("sources[%d] (%s).max_body_bytes: %d is too large for MySQL's max_allowed_packet of %d "+
+				"(a callback may need a %d-byte statement): lower max_body_bytes or raise max_allowed_packet",
+				i, s.Name, s.MaxBodyBytes, packet, store.RowBytesNeeded(s.MaxBodyBytes, int64(cfg.HTTP.MaxHeaderBytes))))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Topology is the broker topology of cfg.

@@ -1,0 +1,113 @@
+package gateway_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"callgate/internal/config"
+	"callgate/internal/gateway"
+	"callgate/internal/testenv"
+)
+
+// paymentsByFields makes paydemo take its event id from the body's
+// paymentNo (as a platform without a webhook-id would), so a test can
+// choose event ids that headers could not carry.
+func paymentsByFields(c *config.Config) {
+	for i := range c.Sources {
+		if c.Sources[i].Name == "paydemo" {
+			c.Sources[i].EventID = config.EventID{Fields: []string{"paymentNo"}, Separator: ":", IgnoreScheme: true}
+		}
+	}
+}
+
+// TestIntakeIDsDifferingOnlyByTrailingSpaces: 'PAY-1' and 'PAY-1 ' are two
+// events and 'ORD-S' and 'ORD-S ' two keys, byte for byte, in both intake
+// modes: two rows, two duplicate:false answers, and a re-send of either is
+// a duplicate of itself only.
+func TestIntakeIDsDifferingOnlyByTrailingSpaces(t *testing.T) {
+	bothModes(t, testIntakeIDsDifferingOnlyByTrailingSpaces)
+}
+
+func testIntakeIDsDifferingOnlyByTrailingSpaces(t *testing.T, mode func(*config.Config)) {
+	b := setup(t, mode, paymentsByFields)
+	send := func(order, payment, msgID string) testenv.Answer {
+		body := testenv.PaymentBody(order, payment, 1999)
+		a := testenv.Post(t, b.gw.URL, "paydemo", body, testenv.PaydemoHeaders(t, b.cfg, msgID, time.Now(), body))
+		require.Equal(t, http.StatusOK, a.Status, string(a.Body))
+		return a
+	}
+	plain := send("ORD-S", "PAY-1", "msg_a")
+	spaced := send("ORD-S ", "PAY-1 ", "msg_b")
+	require.False(t, plain.Duplicate)
+	require.False(t, spaced.Duplicate, "an event id with a trailing space is another event")
+	require.NotEqual(t, plain.LogID, spaced.LogID)
+
+	require.Equal(t, "PAY-1", b.row(t, plain.LogID).EventID)
+	require.Equal(t, "PAY-1 ", b.row(t, spaced.LogID).EventID)
+	require.Equal(t, "ORD-S", b.row(t, plain.LogID).BusinessKey)
+	require.Equal(t, "ORD-S ", b.row(t, spaced.LogID).BusinessKey, "the business key is stored byte for byte")
+	require.Equal(t, 2, b.count(t))
+
+	again := send("ORD-S ", "PAY-1 ", "msg_c")
+	require.True(t, again.Duplicate)
+	require.Equal(t, spaced.LogID, again.LogID)
+	again = send("ORD-S", "PAY-1", "msg_d")
+	require.True(t, again.Duplicate)
+	require.Equal(t, plain.LogID, again.LogID)
+
+	var keyed int64
+	require.NoError(t, testenv.Store(t, b.cfg).DB.Table("callback_log").Where("business_key = ?", "ORD-S").Count(&keyed).Error)
+	require.EqualValues(t, 1, keyed, "a key matches itself only (per-key order and locks use this comparison)")
+}
+
+// TestIntakeLargeBodiesInOneBurst: 20 callbacks of 1 MiB at once (more than
+// MySQL's max_allowed_packet together) and then a small one are all
+// answered 200 and stored: batches are bounded by bytes, and no broken
+// connection is handed to a later request.
+func TestIntakeLargeBodiesInOneBurst(t *testing.T) {
+	t.Parallel()
+	// A generous store timeout: this test is about what MySQL accepts and
+	// about connections, not latency (20 MiB on a busy 2-core machine).
+	b := setup(t, paymentsByFields, func(c *config.Config) { c.MySQL.IntakeTimeout = 15 * time.Second })
+	const n = 20
+	limit := b.cfg.Sources[0].MaxBodyBytes
+	bodies := make([][]byte, n)
+	for i := range bodies {
+		head := fmt.Sprintf(`{"orderCode":"ORD-L-%d","paymentNo":"PAY-L-%d","amount":1,"pad":"`, i, i)
+		bodies[i] = []byte(head + strings.Repeat("x", int(limit)-len(head)-2) + `"}`)
+		require.EqualValues(t, limit, len(bodies[i]))
+	}
+	answers := make([]testenv.Answer, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			answers[i] = testenv.Post(t, b.gw.URL, "paydemo", bodies[i], testenv.PaydemoHeaders(t, b.cfg, fmt.Sprintf("msg_l%d", i), time.Now(), bodies[i]))
+		})
+	}
+	wg.Wait()
+	for i, a := range answers {
+		require.Equal(t, http.StatusOK, a.Status, "large callback %d: %s", i, a.Body)
+		require.Equal(t, bodies[i], b.row(t, a.LogID).Payload, "large callback %d stored byte for byte", i)
+	}
+	small := testenv.PaymentBody("ORD-L-small", "PAY-L-small", 1)
+	a := testenv.Post(t, b.gw.URL, "paydemo", small, testenv.PaydemoHeaders(t, b.cfg, "msg_small", time.Now(), small))
+	require.Equal(t, http.StatusOK, a.Status, "the next request after the burst: %s", a.Body)
+	require.Equal(t, n+1, b.count(t))
+}
+
+// TestGatewayRefusesABodyLimitMySQLCannotStore: a max_body_bytes whose
+// rows could exceed MySQL's max_allowed_packet stops the start with an
+// error naming the source.
+func TestGatewayRefusesABodyLimitMySQLCannotStore(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, func(c *config.Config) { c.Sources[1].MaxBodyBytes = 12 << 20 })
+	err := gateway.Run(t.Context(), cfg, testenv.Logger(t, cfg), nil)
+	require.ErrorContains(t, err, fmt.Sprintf("sources[1] (%s).max_body_bytes", cfg.Sources[1].Name))
+	require.ErrorContains(t, err, "max_allowed_packet")
+}
