@@ -25,6 +25,7 @@ type Metrics struct {
 	Attempts           *prometheus.CounterVec   // kind
 	Retries            *prometheus.CounterVec   // kind
 	FailedTransitions  *prometheus.CounterVec   // kind
+	TransactionRetries *prometheus.CounterVec   // kind, reason: deadlock, lock_wait_timeout
 
 	OutboxPublished *prometheus.CounterVec // path: fast, relay
 	OutboxPending   prometheus.Gauge
@@ -78,6 +79,8 @@ func New(process string) *Metrics {
 	m.Attempts = counter("callback_attempts_total", "Processing attempts recorded.", "kind")
 	m.Retries = counter("callback_retries_total", "Attempts that failed and will be retried.", "kind")
 	m.FailedTransitions = counter("callback_failed_total", "Callbacks that went to FAILED.", "kind")
+	m.TransactionRetries = counter("transaction_retries_total",
+		"Processing transactions run again at once after a deadlock or lock wait timeout (not counted as attempts).", "kind", "reason")
 	m.OutboxPublished = counter("outbox_published_total", "Outbox rows published and confirmed, by path (fast, relay).", "path")
 	m.OutboxPending = gauge("outbox_pending", "PENDING outbox rows.")
 	m.RelayLag = gauge("outbox_relay_lag_seconds", "Age of the oldest PENDING outbox row.")

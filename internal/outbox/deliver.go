@@ -29,10 +29,10 @@ func Deliver(ctx context.Context, m *Marker, pub Publisher, rows []Row) (int, er
 		msgs[i] = r.Message()
 	}
 	acked, perr := pub.Publish(ctx, msgs)
-	var sent []int64
+	var sent []string
 	for i, ok := range acked {
 		if ok {
-			sent = append(sent, rows[i].ID)
+			sent = append(sent, rows[i].MessageID)
 		}
 	}
 	if err := m.MarkSent(ctx, sent); err != nil {
@@ -44,17 +44,18 @@ func Deliver(ctx context.Context, m *Marker, pub Publisher, rows []Row) (int, er
 	return len(sent), nil
 }
 
-// markSent records the broker's confirm. It runs even while the process is
-// stopping: a row confirmed but not marked is published again (harmless,
-// message_id dedupes), but there is no reason to cause that.
-func markSent(ctx context.Context, db *gorm.DB, ids []int64) error {
+// markSent records the broker's confirm of the rows with these message
+// ids. It runs even while the process is stopping: a row confirmed but not
+// marked is published again (harmless, message_id dedupes), but there is no
+// reason to cause that.
+func markSent(ctx context.Context, db *gorm.DB, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markSentTimeout)
 	defer cancel()
 	now := time.Now().UTC()
-	err := db.WithContext(ctx).Model(&Row{}).Where("id IN ?", ids).
+	err := db.WithContext(ctx).Model(&Row{}).Where("message_id IN ? AND status = ?", ids, StatusPending).
 		Updates(map[string]any{"status": StatusSent, "sent_at": now, "attempts": gorm.Expr("attempts + 1")}).Error
 	if err != nil {
 		return fmt.Errorf("error marking outbox rows sent: %w", err)

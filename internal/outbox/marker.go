@@ -22,7 +22,7 @@ type Marker struct {
 }
 
 type markReq struct {
-	ids  []int64
+	ids  []string
 	err  error
 	done chan struct{}
 }
@@ -34,8 +34,9 @@ func NewMarker(db *gorm.DB) *Marker {
 	return m
 }
 
-// MarkSent marks ids SENT and returns once that is committed.
-func (m *Marker) MarkSent(ctx context.Context, ids []int64) error {
+// MarkSent marks the rows with these message ids SENT and returns once
+// that is committed.
+func (m *Marker) MarkSent(ctx context.Context, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -80,7 +81,7 @@ func (m *Marker) run() {
 				break fill
 			}
 		}
-		ids := make([]int64, 0, n)
+		ids := make([]string, 0, n)
 		for _, r := range batch {
 			ids = append(ids, r.ids...)
 		}

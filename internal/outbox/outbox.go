@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -60,8 +61,10 @@ func MessageID(logID int64, routingKey string, n int) string {
 	return id
 }
 
-// Writer adds a handler's messages to its transaction. It remembers what it
-// wrote, for the fast path after commit.
+// Writer collects a handler's messages and writes them into its
+// transaction with Flush, as the transaction's last rows before the
+// callback's status. It remembers what it wrote, for the fast path after
+// commit.
 type Writer struct {
 	tx       *gorm.DB
 	exchange string
@@ -75,7 +78,7 @@ type Writer struct {
 var _ callback.Outbox = (*Writer)(nil)
 
 // NewWriter returns a Writer for callback cb inside tx. traceparent is put
-// on every message.
+// on every message; now is the messages' timestamp.
 func NewWriter(tx *gorm.DB, exchange string, cb *callback.Log, traceparent string, now time.Time) *Writer {
 	var headers json.RawMessage
 	if traceparent != "" {
@@ -84,15 +87,15 @@ func NewWriter(tx *gorm.DB, exchange string, cb *callback.Log, traceparent strin
 	return &Writer{tx: tx, exchange: exchange, cb: cb, headers: headers, now: now, seen: map[string]int{}}
 }
 
-// Add writes msg as a PENDING row in the transaction.
-func (w *Writer) Add(ctx context.Context, msg callback.Message) error {
+// Add takes msg for the transaction (written by Flush).
+func (w *Writer) Add(_ context.Context, msg callback.Message) error {
 	payload, err := json.Marshal(msg.Payload)
 	if err != nil {
 		return callback.Permanentf("error encoding %s message: %w", msg.RoutingKey, err)
 	}
 	n := w.seen[msg.RoutingKey]
 	w.seen[msg.RoutingKey] = n + 1
-	row := Row{
+	w.rows = append(w.rows, Row{
 		CallbackLogID: w.cb.ID,
 		Exchange:      w.exchange,
 		RoutingKey:    msg.RoutingKey,
@@ -101,15 +104,42 @@ func (w *Writer) Add(ctx context.Context, msg callback.Message) error {
 		Headers:       w.headers,
 		Status:        StatusPending,
 		CreatedAt:     w.now,
+	})
+	return nil
+}
+
+// Flush writes the messages taken so far in one INSERT. Their created_at
+// is the database's clock at this statement, which runs right before the
+// commit: the relay measures a row's age from it with the same clock, so
+// neither a long transaction nor a worker whose clock is off makes a row
+// look old the moment it commits (and get published by the relay while
+// the fast path publishes it too).
+func (w *Writer) Flush(ctx context.Context) error {
+	if len(w.rows) == 0 {
+		return nil
 	}
-	if err := w.tx.WithContext(ctx).Create(&row).Error; err != nil {
-		return fmt.Errorf("error writing outbox row %s: %w", row.MessageID, err)
+	var q strings.Builder
+	q.WriteString(`INSERT INTO outbox (callback_log_id, exchange, routing_key, message_id, payload, headers, status, attempts, created_at) VALUES `)
+	args := make([]any, 0, len(w.rows)*6)
+	for i, r := range w.rows {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString(`(?, ?, ?, ?, ?, ?, 'PENDING', 0, NOW(6))`)
+		var headers any
+		if len(r.Headers) > 0 {
+			headers = []byte(r.Headers)
+		}
+		args = append(args, r.CallbackLogID, r.Exchange, r.RoutingKey, r.MessageID, r.Payload, headers)
 	}
-	w.rows = append(w.rows, row)
+	if err := w.tx.WithContext(ctx).Exec(q.String(), args...).Error; err != nil {
+		return fmt.Errorf("error writing outbox rows of callback %d: %w", w.cb.ID, err)
+	}
 	return nil
 }
 
 // Rows returns what was written (valid once the transaction committed).
+// Their ids are not known; MessageID identifies them.
 func (w *Writer) Rows() []Row { return w.rows }
 
 // Message converts a row for the publisher.

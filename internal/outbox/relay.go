@@ -19,7 +19,13 @@ import (
 type RelayConfig struct {
 	// Interval between passes. Default 1s.
 	Interval time.Duration
-	// MinAge leaves younger rows to the fast path. Default 5s.
+	// MinAge leaves younger rows to the fast path: a row is taken only
+	// once it has been committed this long, by the database's clock (its
+	// created_at is written right before the commit). The fast path
+	// publishes right after the commit, so the relay sends a row the fast
+	// path is still sending only when that takes longer than MinAge (a
+	// broker that stalls its confirms): delivery stays at least once.
+	// Default 5s.
 	MinAge time.Duration
 	// BatchSize rows are claimed per transaction. Default 100.
 	BatchSize int
@@ -126,9 +132,11 @@ func (r *Relay) batch(ctx context.Context) (claimed, sent int, err error) {
 	defer cancel()
 	err = r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var rows []Row
-		cutoff := time.Now().UTC().Add(-r.cfg.MinAge)
+		// Age by the database's clock, as created_at was written (see
+		// Writer.Flush): MinAge after the commit, whatever the hosts'
+		// clocks say.
 		err := tx.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
-			Where("status = ? AND created_at <= ?", StatusPending, cutoff).
+			Where("status = ? AND created_at <= NOW(6) - INTERVAL ? MICROSECOND", StatusPending, r.cfg.MinAge.Microseconds()).
 			Order("id").Limit(r.cfg.BatchSize).Find(&rows).Error
 		if err != nil {
 			return fmt.Errorf("error claiming outbox rows: %w", err)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"runtime/debug"
 	"time"
 
@@ -81,68 +83,85 @@ var (
 	errDeferred = errors.New("an earlier callback of the same key is not finished")
 )
 
+// Prompt retries of a transaction that met contention.
+const (
+	// contentionRetries is how often a transaction that hit a deadlock or
+	// lock wait timeout is run again at once, not counted as an attempt.
+	contentionRetries = 5
+	// contentionPause is the most a retry waits first (jittered).
+	contentionPause = 50 * time.Millisecond
+)
+
+// run is the outcome of one transaction over a callback.
+type run struct {
+	cb        callback.Log
+	rows      []outbox.Row
+	handleErr error // what the handler returned (or its panic)
+	err       error // what ended the transaction (handleErr or our own)
+	timedOut  bool  // the transaction outlived HandlerTimeout
+}
+
 // Process handles one log id. It never returns an error: every outcome is
 // recorded in the database, and the Result tells the caller whether to ack.
 //
-// traceparent is the announcement's trace context; the callback's own
-// trace id is used when it carries none.
-func (p *Processor) Process(ctx context.Context, logID int64, traceparent string) Result {
-	ctx, end := p.Tracing.StartFromTraceParent(ctx, traceparent, "callgate.process")
+// workCtx is the delivery's context: it ends only when a stopping worker
+// gives up on its in-flight callbacks, and then nothing is recorded and
+// the message goes back to the broker. traceparent is the announcement's
+// trace context; the callback's own trace id is used when it carries none.
+func (p *Processor) Process(workCtx context.Context, logID int64, traceparent string) Result {
+	workCtx, end := p.Tracing.StartFromTraceParent(workCtx, traceparent, "callgate.process")
 	defer end()
-	started := time.Now().UTC()
 	var (
-		cb        callback.Log
-		rows      []outbox.Row
-		handleErr error
+		r       run
+		started time.Time
 	)
-	tctx, cancel := context.WithTimeout(ctx, p.HandlerTimeout)
-	defer cancel()
-	err := p.DB.WithContext(tctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&cb, logID).Error; err != nil {
-			if errors.Is(err, gorm.ErrRecordNotFound) {
-				return errNotFound
-			}
-			return err
+	for try := 0; ; try++ {
+		started = time.Now().UTC()
+		r = p.runOnce(workCtx, logID, started)
+		if r.timedOut || workCtx.Err() != nil || !store.IsTransient(r.err) || try == contentionRetries {
+			break
 		}
-		if cb.Status.Terminal() {
-			return errTerminal
+		// Contention with another transaction (deadlock, lock wait
+		// timeout): not the callback's fault, so not an attempt.
+		p.Metrics.TransactionRetries.WithLabelValues(kindOf(&r.cb), contentionReason(r.err)).Inc()
+		p.Log.InfoContext(workCtx, "worker: transaction met contention, running it again", "log_id", logID, "try", try+1, "error", r.err)
+		if !sleepCtx(workCtx, time.Duration(rand.Int64N(int64(contentionPause)))) {
+			break
 		}
-		ctx := tctx
-		if tracing.TraceID(ctx) != cb.TraceID {
-			ctx = tracing.FromTraceParent(tctx, traceParentOf(&cb))
-		}
-		// Per-key ordering, across any number of workers:
-		// 1. only the earliest PENDING callback of a key runs: a later one
-		//    is deferred, and woken when the earlier one settles;
-		// 2. the key's callback_key row is locked (NOWAIT) for the whole
-		//    transaction, so two callbacks of one key never run at once
-		//    (e.g. when their inserts committed out of id order); a callback
-		//    that finds the key busy is deferred and woken by the holder.
-		// A deferral costs no worker slot, so a slow key never holds up
-		// another.
-		var earlier []int64
-		if err := tx.Raw(`SELECT id FROM callback_log WHERE business_key = ? AND kind = ? AND status = 'PENDING' AND id < ? LIMIT 1`,
-			cb.BusinessKey, cb.Kind, cb.ID).Scan(&earlier).Error; err != nil {
-			return err
-		}
-		if len(earlier) > 0 {
-			return errDeferred
-		}
-		if busy, err := lockKey(tx, cb.Kind, cb.BusinessKey); err != nil {
-			return err
-		} else if busy {
-			return errDeferred
-		}
+	}
+	return p.settle(workCtx, logID, &r, started)
+}
 
+// runOnce claims the callback (locked read, per-key order, key lock), runs
+// its handler and, if it succeeds, writes the outbox rows, the SUCCESS and
+// the attempt, all in one transaction bounded by HandlerTimeout.
+func (p *Processor) runOnce(workCtx context.Context, logID int64, started time.Time) run {
+	var r run
+	txCtx, cancel := context.WithTimeout(workCtx, p.HandlerTimeout)
+	defer cancel()
+	r.err = p.DB.WithContext(txCtx).Transaction(func(tx *gorm.DB) error {
+		cb, err := p.claim(tx, logID)
+		if cb != nil {
+			r.cb = *cb
+		}
+		if err != nil {
+			return err
+		}
 		h, ok := p.Registry.Handler(cb.Kind)
 		if !ok {
-			handleErr = callback.Permanentf("no handler for kind %q", cb.Kind)
-			return handleErr
+			r.handleErr = callback.Permanentf("no handler for kind %q", cb.Kind)
+			return r.handleErr
 		}
-		w := outbox.NewWriter(tx, p.Exchange, &cb, tracing.TraceParent(ctx), started)
-		handleErr = safeHandle(ctx, h, tx, &cb, w)
-		if handleErr != nil {
-			return handleErr
+		handlerCtx := txCtx
+		if tracing.TraceID(handlerCtx) != cb.TraceID {
+			handlerCtx = tracing.FromTraceParent(txCtx, traceParentOf(cb))
+		}
+		w := outbox.NewWriter(tx, p.Exchange, cb, tracing.TraceParent(handlerCtx), started)
+		if r.handleErr = safeHandle(handlerCtx, h, tx, cb, w); r.handleErr != nil {
+			return r.handleErr
+		}
+		if err := w.Flush(txCtx); err != nil {
+			return err
 		}
 		finished := time.Now().UTC()
 		res := tx.Model(&callback.Log{}).Where("id = ?", cb.ID).Updates(map[string]any{
@@ -155,62 +174,122 @@ func (p *Processor) Process(ctx context.Context, logID int64, traceparent string
 			FinishedAt: finished, Outcome: callback.OutcomeSuccess, WorkerID: p.WorkerID}).Error; err != nil {
 			return err
 		}
-		rows = w.Rows()
+		r.rows = w.Rows()
 		return nil
 	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	// The deadline, not the error, says whether the handler outlived its
+	// time: a handler that ignores its context returns nil and the commit
+	// fails instead.
+	r.timedOut = r.err != nil && errors.Is(txCtx.Err(), context.DeadlineExceeded) && workCtx.Err() == nil
+	return r
+}
 
+// claim locks the callback's row and checks that it may run now.
+//
+// Per-key ordering, across any number of workers:
+//  1. only the earliest PENDING callback of a key runs: a later one is
+//     deferred, and woken when the earlier one settles;
+//  2. the key's callback_key row is locked (NOWAIT) for the whole
+//     transaction, so two callbacks of one key never run at once (e.g.
+//     when their inserts committed out of id order); a callback that finds
+//     the key busy is deferred and woken by the holder.
+//
+// A deferral costs no worker slot, so a slow key never holds up another.
+func (p *Processor) claim(tx *gorm.DB, logID int64) (*callback.Log, error) {
+	var cb callback.Log
+	if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&cb, logID).Error; err != nil {
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil, errNotFound
+		}
+		return nil, err
+	}
+	if cb.Status.Terminal() {
+		return &cb, errTerminal
+	}
+	var earlier []int64
+	if err := tx.Raw(`SELECT id FROM callback_log WHERE business_key = ? AND kind = ? AND status = 'PENDING' AND id < ? LIMIT 1`,
+		cb.BusinessKey, cb.Kind, cb.ID).Scan(&earlier).Error; err != nil {
+		return &cb, err
+	}
+	if len(earlier) > 0 {
+		return &cb, errDeferred
+	}
+	if busy, err := lockKey(tx, cb.Kind, cb.BusinessKey); err != nil {
+		return &cb, err
+	} else if busy {
+		return &cb, errDeferred
+	}
+	return &cb, nil
+}
+
+// settle acts on a run's outcome: publish and ack after a commit, defer,
+// skip, requeue, or record the failed attempt.
+func (p *Processor) settle(workCtx context.Context, logID int64, r *run, started time.Time) Result {
+	cb := &r.cb
 	log := p.Log.With("log_id", logID)
-	lctx := ctx
-	if tracing.TraceID(ctx) != cb.TraceID && cb.TraceID != "" {
-		lctx = tracing.FromTraceParent(ctx, traceParentOf(&cb))
+	logCtx := workCtx
+	if cb.TraceID != "" && tracing.TraceID(workCtx) != cb.TraceID {
+		logCtx = tracing.FromTraceParent(workCtx, traceParentOf(cb))
 	}
 	switch {
-	case err == nil:
+	case r.err == nil:
 		if p.Hooks.AfterCommit != nil {
 			p.Hooks.AfterCommit(logID)
 		}
-		sent, perr := outbox.Deliver(ctx, p.Marker, p.Publisher, rows)
+		sent, perr := outbox.Deliver(workCtx, p.Marker, p.Publisher, r.rows)
 		p.Metrics.OutboxPublished.WithLabelValues("fast").Add(float64(sent))
 		if perr != nil {
-			log.WarnContext(lctx, "worker: outbox left for the relay", "error", perr)
+			log.WarnContext(logCtx, "worker: outbox left for the relay", "error", perr)
 		}
 		p.observe(cb.Kind, "success", started)
-		p.wakeNext(ctx, &cb)
-		log.DebugContext(lctx, "worker: callback processed", "kind", cb.Kind, "messages", len(rows))
+		p.wakeNext(workCtx, cb)
+		log.DebugContext(logCtx, "worker: callback processed", "kind", cb.Kind, "messages", len(r.rows))
 		if p.Hooks.BeforeAck != nil {
 			p.Hooks.BeforeAck(logID)
 		}
 		return Ack
-	case errors.Is(err, errNotFound):
-		log.WarnContext(lctx, "worker: no such callback, dropping message")
+	case errors.Is(r.err, errNotFound):
+		log.WarnContext(logCtx, "worker: no such callback, dropping message")
 		return Ack
-	case errors.Is(err, errTerminal):
-		log.DebugContext(lctx, "worker: callback already settled", "status", cb.Status)
+	case errors.Is(r.err, errTerminal):
+		log.DebugContext(logCtx, "worker: callback already settled", "status", cb.Status)
 		p.Metrics.Processed.WithLabelValues(cb.Kind, "skipped").Inc()
 		return Ack
-	case errors.Is(err, errDeferred):
-		p.deferCallback(ctx, &cb)
+	case errors.Is(r.err, errDeferred):
+		p.deferCallback(workCtx, cb)
 		p.Metrics.Processed.WithLabelValues(cb.Kind, "deferred").Inc()
 		return Ack
+	case workCtx.Err() != nil:
+		// A stopping worker gave up on this callback: it was not the
+		// callback's fault, nothing is recorded, the message goes back.
+		log.InfoContext(logCtx, "worker: callback interrupted by shutdown, message returned", "error", r.err)
+		return Requeue
+	case r.timedOut:
+		cause := fmt.Errorf("handler timed out after %s", p.HandlerTimeout)
+		if r.handleErr != nil && !errors.Is(r.handleErr, context.DeadlineExceeded) {
+			cause = fmt.Errorf("%w: %w", cause, r.handleErr)
+		}
+		return p.recordFailure(workCtx, logCtx, cb, started, cause)
 	}
-	cause := handleErr
+	cause := r.handleErr
 	if cause == nil {
-		cause = err // our own queries failed (lock, update, commit)
+		cause = r.err // our own queries failed (lock, update, commit)
 	}
-	if !callback.IsPermanent(cause) && (store.IsUnavailable(cause) || store.IsUnavailable(err)) {
-		// Not the callback's fault: record nothing and let the broker
-		// redeliver once the database is back.
-		log.WarnContext(lctx, "worker: database unavailable, message requeued", "error", cause)
+	if !callback.IsPermanent(cause) && (store.IsUnavailable(cause) || store.IsUnavailable(r.err) || store.IsTransient(cause)) {
+		// Not the callback's fault (the database is away, or contention
+		// outlasted the prompt retries): record nothing and let the broker
+		// redeliver.
+		log.WarnContext(logCtx, "worker: database unavailable or contended, message requeued", "error", cause)
 		return Requeue
 	}
-	return p.recordFailure(ctx, lctx, &cb, started, cause)
+	return p.recordFailure(workCtx, logCtx, cb, started, cause)
 }
 
 // recordFailure writes the failed attempt in its own short transaction:
 // FAILED at once for a permanent error or the last attempt, otherwise
 // PENDING with next_attempt_at set from the source's backoff, for the
 // compensation job to announce when it is due.
-func (p *Processor) recordFailure(ctx, lctx context.Context, cb *callback.Log, started time.Time, cause error) Result {
+func (p *Processor) recordFailure(ctx, logCtx context.Context, cb *callback.Log, started time.Time, cause error) Result {
 	retry, ok := p.Retry[cb.Source]
 	if !ok { // a source removed from the config since the callback came in
 		retry = config.Retry{MaxAttempts: config.RetryMaxAttemptsDefault, Initial: config.RetryInitialDefault, Max: config.RetryMaxDefault}
@@ -247,22 +326,22 @@ func (p *Processor) recordFailure(ctx, lctx context.Context, cb *callback.Log, s
 	})
 	log := p.Log.With("log_id", cb.ID, "source", cb.Source, "attempt", attempt)
 	if err != nil {
-		log.WarnContext(lctx, "worker: could not record failed attempt, message requeued", "error", err, "cause", msg)
+		log.WarnContext(logCtx, "worker: could not record failed attempt, message requeued", "error", err, "cause", msg)
 		return Requeue
 	}
 	if stale {
-		log.InfoContext(lctx, "worker: callback settled by another delivery meanwhile", "cause", msg)
+		log.InfoContext(logCtx, "worker: callback settled by another delivery meanwhile", "cause", msg)
 		return Ack
 	}
 	if outcome == callback.OutcomeFailed {
-		log.WarnContext(lctx, "worker: callback FAILED", "error", msg)
+		log.WarnContext(logCtx, "worker: callback FAILED", "error", msg)
 		p.Metrics.FailedTransitions.WithLabelValues(cb.Kind).Inc()
 		p.observe(cb.Kind, "failed", started)
 		p.wakeNext(ctx, cb)
 	} else {
 		p.Metrics.Retries.WithLabelValues(cb.Kind).Inc()
 		p.observe(cb.Kind, "retry", started)
-		log.InfoContext(lctx, "worker: attempt failed, will retry", "error", msg, "next_attempt_at", updates["next_attempt_at"])
+		log.InfoContext(logCtx, "worker: attempt failed, will retry", "error", msg, "next_attempt_at", updates["next_attempt_at"])
 	}
 	return Ack
 }
@@ -339,6 +418,35 @@ func safeHandle(ctx context.Context, h callback.Handler, tx *gorm.DB, cb *callba
 // traceParentOf continues the stored trace, so the worker's logs and the
 // downstream messages carry the platform's trace id.
 func traceParentOf(cb *callback.Log) string { return tracing.TraceParentFromID(cb.TraceID) }
+
+// kindOf names a callback's kind for metrics, also when the run ended
+// before the row was read.
+func kindOf(cb *callback.Log) string {
+	if cb.Kind == "" {
+		return "unknown"
+	}
+	return cb.Kind
+}
+
+// contentionReason labels a deadlock or a lock wait timeout.
+func contentionReason(err error) string {
+	if store.IsDeadlock(err) {
+		return "deadlock"
+	}
+	return "lock_wait_timeout"
+}
+
+// sleepCtx waits d or until ctx ends, and reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
 
 func truncate(s string, n int) string {
 	if len(s) <= n {
