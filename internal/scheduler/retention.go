@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"time"
@@ -64,6 +65,8 @@ func (r *Retention) RunOnce(ctx context.Context) (callbacks, outboxRows int, err
 func (r *Retention) callbackBatch(ctx context.Context, cutoff time.Time) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	// Candidates first, with a plain read (no range of callback_log is
+	// locked while the intake and the workers write).
 	var ids []int64
 	err := r.DB.WithContext(ctx).Model(&callback.Log{}).
 		Where("status = ? AND processed_at < ?", callback.StatusSuccess, cutoff).
@@ -71,20 +74,29 @@ func (r *Retention) callbackBatch(ctx context.Context, cutoff time.Time) (int, e
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	var deleted int64
+	// Then, in one transaction, lock those that are still eligible (a
+	// replay may have made one PENDING since) and delete exactly them with
+	// their history: a replay of one of them now waits for the lock, and
+	// then finds it gone, instead of keeping a callback whose attempts
+	// were erased.
+	var eligible []int64
 	err = r.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec(`DELETE FROM callback_attempt WHERE log_id IN ?`, ids).Error; err != nil {
+		if err := tx.Raw(`SELECT id FROM callback_log WHERE id IN ? AND status = ? AND processed_at < ? FOR UPDATE`,
+			ids, callback.StatusSuccess, cutoff).Scan(&eligible).Error; err != nil {
 			return err
 		}
-		// Re-checked: a replay may have made one PENDING meanwhile.
-		res := tx.Exec(`DELETE FROM callback_log WHERE id IN ? AND status = ?`, ids, callback.StatusSuccess)
-		deleted = res.RowsAffected
-		return res.Error
-	})
+		if len(eligible) == 0 {
+			return nil
+		}
+		if err := tx.Exec(`DELETE FROM callback_attempt WHERE log_id IN ?`, eligible).Error; err != nil {
+			return err
+		}
+		return tx.Exec(`DELETE FROM callback_log WHERE id IN ?`, eligible).Error
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return 0, fmt.Errorf("error deleting old callbacks: %w", err)
 	}
-	return int(deleted), nil
+	return len(eligible), nil
 }
 
 // outboxBatch deletes one batch of old SENT outbox rows: ids first with a
