@@ -405,8 +405,10 @@ func (b *bench) cleanup(failed bool) {
 			for _, k := range kinds.Names() {
 				_, _ = ch.QueueDelete(b.prefix+"."+k, false, false, false)
 			}
+			_, _ = ch.QueueDelete(b.prefix+".downstream.unrouted", false, false, false)
 			_ = ch.ExchangeDelete(b.prefix+".callbacks", false, false)
 			_ = ch.ExchangeDelete(b.prefix+".downstream", false, false)
+			_ = ch.ExchangeDelete(b.prefix+".downstream.unrouted", false, false)
 			ch.Close()
 		}
 		b.amqp.Close()

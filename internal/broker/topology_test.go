@@ -141,7 +141,7 @@ func TestDeclareKeepsUnroutedNotifications(t *testing.T) {
 			require.Equal(t, "nobody.listens", d.RoutingKey, "the routing key survives the detour")
 			require.Equal(t, b.topo.DownstreamExchange(), d.Exchange)
 			require.JSONEq(t, `{"n":1}`, string(d.Body))
-			require.Equal(t, uint8(amqp.Persistent), d.DeliveryMode)
+			require.Equal(t, amqp.Persistent, d.DeliveryMode)
 
 			d, ok = sub.Get(time.Second)
 			require.True(t, ok)

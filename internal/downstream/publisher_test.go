@@ -105,7 +105,7 @@ func TestPublisherParksReturnedNotifications(t *testing.T) {
 		require.Equal(t, fmt.Sprint(i), d.CorrelationId)
 		require.JSONEq(t, fmt.Sprintf(`{"i":%d}`, i), string(d.Body))
 		require.Equal(t, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", d.Headers["traceparent"])
-		require.Equal(t, uint8(amqp.Persistent), d.DeliveryMode)
+		require.Equal(t, amqp.Persistent, d.DeliveryMode)
 	}
 	for _, d := range routed {
 		require.Equal(t, "somebody.listens", d.RoutingKey)

@@ -162,7 +162,7 @@ func (e *unroutedEnv) requireKept(t *testing.T, logID int64, order, viaExchange 
 	require.Equal(t, "nobody.listens", d.RoutingKey)
 	require.Equal(t, viaExchange, d.Exchange)
 	require.Equal(t, id, d.CorrelationId)
-	require.Equal(t, uint8(amqp.Persistent), d.DeliveryMode)
+	require.Equal(t, amqp.Persistent, d.DeliveryMode)
 	require.Contains(t, d.Headers["traceparent"], "-")
 	require.JSONEq(t, fmt.Sprintf(`{"orderCode":%q,"key":"nobody.listens"}`, order), string(d.Body))
 	_, ok = e.unrouted.Get(300 * time.Millisecond)
