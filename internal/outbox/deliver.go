@@ -55,7 +55,7 @@ func markSent(ctx context.Context, db *gorm.DB, ids []string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markSentTimeout)
 	defer cancel()
 	now := time.Now().UTC()
-	err := db.WithContext(ctx).Model(&Row{}).Where("message_id IN ? AND status = ?", ids, StatusPending).
+	err := db.WithContext(ctx).Model(&Row{}).Where("message_id IN ?", ids).
 		Updates(map[string]any{"status": StatusSent, "sent_at": now, "attempts": gorm.Expr("attempts + 1")}).Error
 	if err != nil {
 		return fmt.Errorf("error marking outbox rows sent: %w", err)
