@@ -8,14 +8,21 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"callgate/internal/replay"
+	"callgate/internal/store"
 )
 
-// Handler serves the admin API and page.
+// Handler serves the admin API, and holds what the console shares with it:
+// the tokens, the failed-login limiter, the sessions and the services.
 type Handler struct {
 	Service *Service
+	// Replays carries out replays, single and bulk.
+	Replays *replay.Replayer
 	Tokens  Tokens
 	Log     *slog.Logger
 	// Secure marks the session cookie Secure (the gateway serves TLS).
@@ -23,19 +30,32 @@ type Handler struct {
 	// Failures rate-limits failed authentications per client address.
 	// Default: 10 in a row, then one per 6 s.
 	Failures *FailureLimiter
+	once     sync.Once
 }
 
-const ctxActor = "callgate.admin.actor"
+// CtxActor is the gin context key of the authenticated operator's name.
+const CtxActor = "callgate.admin.actor"
 
-// Mount adds /admin/api/... and /admin/... to r. With no token configured
-// the whole surface answers 404: off, not open.
+// Enabled reports whether any admin token is configured: without one the
+// operator surface (API and console) answers 404, off rather than open.
+func (h *Handler) Enabled() bool { return h.Tokens.Enabled() }
+
+// Limiter is the failed-login limiter, created on first use.
+func (h *Handler) Limiter() *FailureLimiter {
+	h.once.Do(func() {
+		if h.Failures == nil {
+			h.Failures = &FailureLimiter{Every: 6 * time.Second, Burst: 10}
+		}
+	})
+	return h.Failures
+}
+
+// Mount adds /admin/api/... to r.
 func (h *Handler) Mount(r *gin.Engine) {
-	if !h.Tokens.Enabled() {
+	if !h.Enabled() {
 		return // NoRoute answers 404
 	}
-	if h.Failures == nil {
-		h.Failures = &FailureLimiter{Every: 6 * time.Second, Burst: 10}
-	}
+	h.Limiter()
 	api := r.Group("/admin/api", h.bearer)
 	api.GET("/callbacks", h.apiList)
 	api.GET("/callbacks/:id", h.apiGet)
@@ -46,7 +66,6 @@ func (h *Handler) Mount(r *gin.Engine) {
 	api.DELETE("/replays/:id", h.apiCancel)
 	api.GET("/audit", h.apiAudit)
 	api.GET("/stats", h.apiStats)
-	h.mountPage(r)
 }
 
 // bearer authenticates Authorization: Bearer <token>.
@@ -58,30 +77,30 @@ func (h *Handler) bearer(c *gin.Context) {
 	token, ok := strings.CutPrefix(auth, "Bearer ")
 	name, err := h.Tokens.Authenticate(strings.TrimSpace(token))
 	if !ok || err != nil {
-		h.Failures.Fail(clientAddr(c))
-		h.Log.WarnContext(c.Request.Context(), "admin: rejected API call", "path", c.Request.URL.Path, "remote", clientAddr(c))
+		h.Failures.Fail(ClientAddr(c))
+		h.Log.WarnContext(c.Request.Context(), "admin: rejected API call", "path", c.Request.URL.Path, "remote", ClientAddr(c))
 		c.Header("WWW-Authenticate", `Bearer realm="callgate-admin"`)
 		apiError(c, http.StatusUnauthorized, ErrBadToken.Error())
 		return
 	}
-	c.Set(ctxActor, name)
+	c.Set(CtxActor, name)
 	c.Next()
 }
 
 // tooManyFailures answers 429 when the client failed too often.
 func (h *Handler) tooManyFailures(c *gin.Context) bool {
-	blocked, wait := h.Failures.Blocked(clientAddr(c))
+	blocked, wait := h.Failures.Blocked(ClientAddr(c))
 	if !blocked {
 		return false
 	}
 	c.Header("Retry-After", strconv.Itoa(max(1, int(wait.Seconds()+0.5))))
-	h.Log.WarnContext(c.Request.Context(), "admin: too many failed authentications", "remote", clientAddr(c))
+	h.Log.WarnContext(c.Request.Context(), "admin: too many failed authentications", "remote", ClientAddr(c))
 	apiError(c, http.StatusTooManyRequests, "too many failed authentications, retry later")
 	return true
 }
 
-// clientAddr is the TCP peer's address (X-Forwarded-For is not trusted).
-func clientAddr(c *gin.Context) string {
+// ClientAddr is the TCP peer's address (X-Forwarded-For is not trusted).
+func ClientAddr(c *gin.Context) string {
 	host, _, err := net.SplitHostPort(c.Request.RemoteAddr)
 	if err != nil {
 		return c.Request.RemoteAddr
@@ -95,20 +114,35 @@ func apiError(c *gin.Context, status int, reason string) {
 
 // fail maps service errors to answers; unexpected ones are logged, not shown.
 func (h *Handler) fail(c *gin.Context, err error) {
-	switch {
-	case errors.Is(err, ErrNotFound):
-		apiError(c, http.StatusNotFound, err.Error())
-	case errors.Is(err, ErrReasonRequired), errors.Is(err, ErrEmptyFilter), errors.Is(err, ErrBadFilter):
-		apiError(c, http.StatusBadRequest, err.Error())
-	case errors.Is(err, ErrNotReplayable), errors.Is(err, ErrTooLarge), errors.Is(err, ErrJobFinished):
-		apiError(c, http.StatusConflict, err.Error())
-	default:
-		h.Log.ErrorContext(c.Request.Context(), "admin: request failed", "path", c.Request.URL.Path, "error", err)
-		apiError(c, http.StatusServiceUnavailable, "storage temporarily unavailable, please retry")
+	if status := UserErrorStatus(err); status != 0 {
+		msg := err.Error()
+		if status == http.StatusNotFound {
+			msg = "not found"
+		}
+		apiError(c, status, msg)
+		return
 	}
+	h.Log.ErrorContext(c.Request.Context(), "admin: request failed", "path", c.Request.URL.Path, "error", err)
+	apiError(c, http.StatusServiceUnavailable, "storage temporarily unavailable, please retry")
 }
 
-func parseTime(s string) (*time.Time, error) {
+// UserErrorStatus is the HTTP status of an error the operator can act on
+// (a callback or job that does not exist, a replay refused), or 0 for one
+// that is not theirs.
+func UserErrorStatus(err error) int {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, replay.ErrReasonRequired), errors.Is(err, replay.ErrEmptyFilter), errors.Is(err, replay.ErrBadFilter):
+		return http.StatusBadRequest
+	case errors.Is(err, replay.ErrNotReplayable), errors.Is(err, replay.ErrTooLarge), errors.Is(err, replay.ErrJobFinished):
+		return http.StatusConflict
+	}
+	return 0
+}
+
+// ParseTime reads an RFC 3339 time; "" is none.
+func ParseTime(s string) (*time.Time, error) {
 	if s == "" {
 		return nil, nil
 	}
@@ -119,14 +153,15 @@ func parseTime(s string) (*time.Time, error) {
 	return &t, nil
 }
 
-// listFilter reads the list query parameters (shared with the page).
-func listFilter(q func(string) string) (ListFilter, error) {
+// ParseListFilter reads the list query parameters (shared with the
+// console).
+func ParseListFilter(q func(string) string) (ListFilter, error) {
 	f := ListFilter{Status: q("status"), Source: q("source"), Kind: q("kind"), Key: q("key"), EventID: q("event_id")}
 	var err error
-	if f.Since, err = parseTime(q("since")); err != nil {
+	if f.Since, err = ParseTime(q("since")); err != nil {
 		return f, errors.New("since: want RFC 3339, e.g. 2026-01-02T00:00:00Z")
 	}
-	if f.Until, err = parseTime(q("until")); err != nil {
+	if f.Until, err = ParseTime(q("until")); err != nil {
 		return f, errors.New("until: want RFC 3339, e.g. 2026-01-02T00:00:00Z")
 	}
 	if v := q("limit"); v != "" {
@@ -146,7 +181,7 @@ func listFilter(q func(string) string) (ListFilter, error) {
 }
 
 func (h *Handler) apiList(c *gin.Context) {
-	f, err := listFilter(c.Query)
+	f, err := ParseListFilter(c.Query)
 	if err != nil {
 		apiError(c, http.StatusBadRequest, err.Error())
 		return
@@ -203,7 +238,7 @@ func (h *Handler) apiReplay(c *gin.Context) {
 	if !bindJSON(c, &req) {
 		return
 	}
-	sum, err := h.Service.Replay(c.Request.Context(), c.GetString(ctxActor), id, req.Reason, req.Force)
+	sum, err := h.Replays.Replay(c.Request.Context(), c.GetString(CtxActor), id, req.Reason, req.Force)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -213,11 +248,11 @@ func (h *Handler) apiReplay(c *gin.Context) {
 
 // BulkRequest is POST /admin/api/replays.
 type BulkRequest struct {
-	BulkFilter
-	Filter       *BulkFilter `json:"filter,omitempty"`
-	Reason       string      `json:"reason"`
-	DryRun       bool        `json:"dry_run"`
-	ConfirmLarge bool        `json:"confirm_large"`
+	replay.BulkFilter
+	Filter       *replay.BulkFilter `json:"filter,omitempty"`
+	Reason       string             `json:"reason"`
+	DryRun       bool               `json:"dry_run"`
+	ConfirmLarge bool               `json:"confirm_large"`
 }
 
 func (h *Handler) apiBulk(c *gin.Context) {
@@ -230,7 +265,7 @@ func (h *Handler) apiBulk(c *gin.Context) {
 		f = *req.Filter
 	}
 	if req.DryRun {
-		res, err := h.Service.DryRun(c.Request.Context(), f)
+		res, err := h.Replays.DryRun(c.Request.Context(), f)
 		if err != nil {
 			h.fail(c, err)
 			return
@@ -238,7 +273,7 @@ func (h *Handler) apiBulk(c *gin.Context) {
 		c.JSON(http.StatusOK, gin.H{"dry_run": true, "matched": res.Matched, "sample": res.Sample, "over_cap": res.OverCap, "cap": res.Cap})
 		return
 	}
-	job, err := h.Service.CreateJob(c.Request.Context(), c.GetString(ctxActor), req.Reason, f, req.ConfirmLarge)
+	job, err := h.Replays.CreateJob(c.Request.Context(), c.GetString(CtxActor), req.Reason, f, req.ConfirmLarge)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -247,7 +282,7 @@ func (h *Handler) apiBulk(c *gin.Context) {
 }
 
 func (h *Handler) apiJobs(c *gin.Context) {
-	jobs, err := h.Service.ListJobs(c.Request.Context(), 50)
+	jobs, err := h.Replays.ListJobs(c.Request.Context(), 50)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -260,7 +295,7 @@ func (h *Handler) apiJob(c *gin.Context) {
 	if !ok {
 		return
 	}
-	job, err := h.Service.GetJob(c.Request.Context(), id)
+	job, err := h.Replays.GetJob(c.Request.Context(), id)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -273,7 +308,7 @@ func (h *Handler) apiCancel(c *gin.Context) {
 	if !ok {
 		return
 	}
-	job, err := h.Service.CancelJob(c.Request.Context(), c.GetString(ctxActor), id)
+	job, err := h.Replays.CancelJob(c.Request.Context(), c.GetString(CtxActor), id)
 	if err != nil {
 		h.fail(c, err)
 		return

@@ -14,7 +14,6 @@ import (
 
 	"callgate/internal/callback"
 	"callgate/internal/config"
-	"callgate/internal/store"
 	"callgate/internal/testenv"
 	"callgate/internal/worker"
 )
@@ -24,7 +23,7 @@ const opsToken = "ops-token-0123456789"
 type apiEnv struct {
 	cfg *config.Config
 	gw  *testenv.Gateway
-	st  *store.Store
+	st  *testenv.TestStore
 }
 
 func setupAPI(t *testing.T, mutate ...func(*config.Config)) *apiEnv {

@@ -1,8 +1,8 @@
-// Package admin is the operator surface of callgate: finding callbacks,
-// reading why they failed, and replaying one or many safely, with every
-// action in an audit trail. It serves the JSON API under /admin/api/ and
-// the web page under /admin/ from the gateway; bulk replays are worked off
-// by the worker (ReplayRunner) at a bounded rate.
+// Package admin is the operator surface's API and its authentication:
+// the JSON API under /admin/api/ (find callbacks, read one, replay one or
+// many, the audit trail, the dashboard's figures), the admin tokens, the
+// failed-login limiter and the console's server-side sessions. The HTML
+// console is internal/console; replays themselves are internal/replay.
 package admin
 
 import (
@@ -89,7 +89,7 @@ func (t Tokens) Authenticate(presented string) (string, error) {
 // under name. A session whose token was rotated or removed no longer
 // matches; without the session id the stored value says nothing about the
 // token.
-func (t Tokens) sessionMAC(name string, id sessionID) ([]byte, bool) {
+func (t Tokens) sessionMAC(name string, id SessionID) ([]byte, bool) {
 	for _, tok := range t {
 		if tok.Name == name {
 			m := hmac.New(sha256.New, id[:])

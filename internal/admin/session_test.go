@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"callgate/internal/config"
-	"callgate/internal/store"
 	"callgate/internal/testenv"
 )
 
@@ -29,8 +28,11 @@ const (
 type sessionEnv struct {
 	cfg *config.Config
 	gw  *testenv.Gateway
-	st  *store.Store
+	st  *testenv.TestStore
 }
+
+// noFollow is a client that shows redirects instead of following them.
+var noFollow = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 func setupSessions(t *testing.T, mutate ...func(*config.Config)) *sessionEnv {
 	t.Helper()

@@ -2,10 +2,7 @@ package admin
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"callgate/internal/store"
 )
 
 // Stats is the dashboard's view of the system.
@@ -39,50 +36,32 @@ const unroutedTimeout = 2 * time.Second
 
 // Stats reads the dashboard figures.
 func (s *Service) Stats(ctx context.Context) (*Stats, error) {
-	db := s.DB.WithContext(ctx)
 	now := time.Now().UTC()
-	st := &Stats{Counts: map[string]map[string]int64{}}
 	unrouted := s.unrouted(ctx)
-	var counts []struct {
-		Status string
-		Source string
-		N      int64
+	counts, err := s.Store.CountsByStatus(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if err := db.Raw(`SELECT status, source, COUNT(*) AS n FROM callback_log GROUP BY status, source`).Scan(&counts).Error; err != nil {
-		return nil, fmt.Errorf("error counting callbacks: %w", store.Translate(err))
+	st := &Stats{Counts: counts}
+	oldest, err := s.Store.OldestPending(ctx)
+	if err != nil {
+		return nil, err
 	}
-	for _, c := range counts {
-		if st.Counts[c.Status] == nil {
-			st.Counts[c.Status] = map[string]int64{}
-		}
-		st.Counts[c.Status][c.Source] = c.N
-	}
-	var oldest struct{ Oldest *time.Time }
-	if err := db.Raw(`SELECT MIN(received_at) AS oldest FROM callback_log WHERE status = 'PENDING'`).Scan(&oldest).Error; err != nil {
-		return nil, fmt.Errorf("error reading backlog age: %w", store.Translate(err))
-	}
-	if oldest.Oldest != nil {
-		st.OldestPendingAge = now.Sub(*oldest.Oldest).Seconds()
+	if oldest != nil {
+		st.OldestPendingAge = now.Sub(*oldest).Seconds()
 	}
 	hourAgo := now.Add(-time.Hour)
-	if err := db.Raw(`SELECT COUNT(*) FROM callback_log WHERE status = 'FAILED' AND processed_at >= ?`, hourAgo).Scan(&st.FailedLastHour).Error; err != nil {
-		return nil, fmt.Errorf("error counting recent failures: %w", store.Translate(err))
+	if st.FailedLastHour, err = s.Store.FailedSince(ctx, hourAgo); err != nil {
+		return nil, err
 	}
-	if err := db.Raw(`SELECT COUNT(*) FROM outbox WHERE status = 'PENDING'`).Scan(&st.OutboxPending).Error; err != nil {
-		return nil, fmt.Errorf("error counting outbox: %w", store.Translate(err))
+	ob, err := s.Store.OutboxBacklog(ctx)
+	if err != nil {
+		return nil, err
 	}
-	var received, failed []struct {
-		M time.Time
-		N int64
-	}
-	minute := `DATE_FORMAT(%s, '%%Y-%%m-%%d %%H:%%i:00')`
-	if err := db.Raw(fmt.Sprintf(`SELECT CAST(%s AS DATETIME) AS m, COUNT(*) AS n FROM callback_log WHERE received_at >= ? GROUP BY m`,
-		fmt.Sprintf(minute, "received_at")), hourAgo).Scan(&received).Error; err != nil {
-		return nil, fmt.Errorf("error reading intake series: %w", store.Translate(err))
-	}
-	if err := db.Raw(fmt.Sprintf(`SELECT CAST(%s AS DATETIME) AS m, COUNT(*) AS n FROM callback_log WHERE status = 'FAILED' AND processed_at >= ? GROUP BY m`,
-		fmt.Sprintf(minute, "processed_at")), hourAgo).Scan(&failed).Error; err != nil {
-		return nil, fmt.Errorf("error reading failure series: %w", store.Translate(err))
+	st.OutboxPending = ob.Pending
+	received, failed, err := s.Store.PerMinute(ctx, hourAgo)
+	if err != nil {
+		return nil, err
 	}
 	byMinute := map[time.Time]*Point{}
 	start := now.Truncate(time.Minute).Add(-59 * time.Minute)
@@ -93,14 +72,14 @@ func (s *Service) Stats(ctx context.Context) (*Stats, error) {
 	for i := range st.Series {
 		byMinute[st.Series[i].Minute] = &st.Series[i]
 	}
-	for _, r := range received {
-		if p := byMinute[r.M.UTC()]; p != nil {
-			p.Received = r.N
+	for m, n := range received {
+		if p := byMinute[m]; p != nil {
+			p.Received = n
 		}
 	}
-	for _, f := range failed {
-		if p := byMinute[f.M.UTC()]; p != nil {
-			p.Failed = f.N
+	for m, n := range failed {
+		if p := byMinute[m]; p != nil {
+			p.Failed = n
 		}
 	}
 	st.DownstreamUnrouted = <-unrouted

@@ -54,3 +54,26 @@ const (
 	MaxEventIDLen     = 191
 	MaxBusinessKeyLen = 191
 )
+
+// Summary is a callback as lists show it: everything but the bodies.
+type Summary struct {
+	ID          int64      `json:"id"`
+	Source      string     `json:"source"`
+	Kind        string     `json:"kind"`
+	EventID     string     `json:"event_id"`
+	BusinessKey string     `json:"business_key"`
+	Status      string     `json:"status"`
+	Attempts    int        `json:"attempts"`
+	LastError   *string    `json:"last_error,omitempty"`
+	TraceID     string     `json:"trace_id"`
+	ReceivedAt  time.Time  `json:"received_at"`
+	ProcessedAt *time.Time `json:"processed_at,omitempty"`
+	NextAttempt *time.Time `json:"next_attempt_at,omitempty"`
+}
+
+// Summarize returns l's summary.
+func Summarize(l *Log) Summary {
+	return Summary{ID: l.ID, Source: l.Source, Kind: l.Kind, EventID: l.EventID, BusinessKey: l.BusinessKey,
+		Status: string(l.Status), Attempts: l.Attempts, LastError: l.LastError, TraceID: l.TraceID,
+		ReceivedAt: l.ReceivedAt, ProcessedAt: l.ProcessedAt, NextAttempt: l.NextAttemptAt}
+}

@@ -16,6 +16,7 @@ import (
 	"callgate/internal/intake"
 	"callgate/internal/kinds"
 	"callgate/internal/metrics"
+	"callgate/internal/replay"
 	"callgate/internal/store"
 	"callgate/internal/tracing"
 )
@@ -111,13 +112,18 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 		Log:    log,
 		Secure: cfg.HTTP.TLSCertFile != "" || cfg.Admin.SecureCookie,
 		Service: &admin.Service{
-			DB:        st.DB,
-			Announcer: ann,
-			Threshold: cfg.Scheduler.Compensation.Threshold,
-			Cap:       cfg.Admin.ReplayCap,
-			Masks:     masks(cfg.Sources),
-			Unrouted:  func() (int, error) { return topo.UnroutedDepth(conn) },
-			Log:       log,
+			Store:    st,
+			Masks:    masks(cfg.Sources),
+			Unrouted: func() (int, error) { return topo.UnroutedDepth(conn) },
+			Log:      log,
+		},
+		Replays: &replay.Replayer{
+			Store:      st,
+			Announcer:  ann,
+			Threshold:  cfg.Scheduler.Compensation.Threshold,
+			Cap:        cfg.Admin.ReplayCap,
+			Log:        log,
+			OnReplayed: m.Replayed.WithLabelValues("single").Inc,
 		},
 	}
 	if cfg.HTTP.PprofAddr != "" {

@@ -17,6 +17,7 @@ import (
 
 	"callgate/internal/admin"
 	"callgate/internal/config"
+	"callgate/internal/console"
 	"callgate/internal/intake"
 	"callgate/internal/metrics"
 	"callgate/internal/tracing"
@@ -44,7 +45,8 @@ type Config struct {
 	Ready   map[string]Pinger
 	Log     *slog.Logger
 	Metrics *metrics.Metrics
-	// Admin serves /admin/ and /admin/api/ (404 when no token is set).
+	// Admin serves /admin/api/, and the console /admin/ (404 when no
+	// token is set).
 	Admin *admin.Handler
 	// Tracing records request spans when configured (nil: off).
 	Tracing *tracing.Exporter
@@ -90,6 +92,7 @@ func mountOperator(r *gin.Engine, cfg Config) {
 	r.GET("/metrics", gin.WrapH(cfg.Metrics.Handler()))
 	if cfg.Admin != nil {
 		cfg.Admin.Mount(r)
+		console.New(cfg.Admin).Mount(r)
 	}
 }
 

@@ -13,40 +13,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
-
-	"gorm.io/gorm"
 
 	"callgate/internal/callback"
 	"callgate/internal/downstream"
+	"callgate/internal/store"
 	"callgate/internal/tracing"
 )
 
 // Statuses of outbox.status.
 const (
-	StatusPending = "PENDING"
-	StatusSent    = "SENT"
+	StatusPending = store.OutboxPending
+	StatusSent    = store.OutboxSent
 )
 
 // Row is one outbox row.
-type Row struct {
-	ID            int64           `gorm:"column:id;primaryKey;autoIncrement" json:"id"`
-	CallbackLogID int64           `gorm:"column:callback_log_id" json:"callback_log_id"`
-	Exchange      string          `gorm:"column:exchange" json:"exchange"`
-	RoutingKey    string          `gorm:"column:routing_key" json:"routing_key"`
-	MessageID     string          `gorm:"column:message_id" json:"message_id"`
-	Payload       []byte          `gorm:"column:payload" json:"-"`
-	Headers       json.RawMessage `gorm:"column:headers" json:"headers,omitempty"`
-	Status        string          `gorm:"column:status" json:"status"`
-	Attempts      int             `gorm:"column:attempts" json:"attempts"`
-	LastError     *string         `gorm:"column:last_error" json:"last_error,omitempty"`
-	CreatedAt     time.Time       `gorm:"column:created_at" json:"created_at"`
-	SentAt        *time.Time      `gorm:"column:sent_at" json:"sent_at,omitempty"`
-}
-
-// TableName tells gorm the table.
-func (Row) TableName() string { return "outbox" }
+type Row = store.OutboxRow
 
 // MessageID is the stable id of the n-th (from 0) message with routingKey
 // that callback logID produced: "cb<logID>.<routingKey>", with ".<n>" added
@@ -66,7 +48,8 @@ func MessageID(logID int64, routingKey string, n int) string {
 // callback's status. It remembers what it wrote, for the fast path after
 // commit.
 type Writer struct {
-	tx       *gorm.DB
+	st       *store.Store
+	tx       *store.Tx
 	exchange string
 	cb       *callback.Log
 	headers  json.RawMessage
@@ -79,12 +62,12 @@ var _ callback.Outbox = (*Writer)(nil)
 
 // NewWriter returns a Writer for callback cb inside tx. traceparent is put
 // on every message; now is the messages' timestamp.
-func NewWriter(tx *gorm.DB, exchange string, cb *callback.Log, traceparent string, now time.Time) *Writer {
+func NewWriter(st *store.Store, tx *store.Tx, exchange string, cb *callback.Log, traceparent string, now time.Time) *Writer {
 	var headers json.RawMessage
 	if traceparent != "" {
 		headers, _ = json.Marshal(map[string]string{tracing.HeaderTraceParent: traceparent})
 	}
-	return &Writer{tx: tx, exchange: exchange, cb: cb, headers: headers, now: now, seen: map[string]int{}}
+	return &Writer{st: st, tx: tx, exchange: exchange, cb: cb, headers: headers, now: now, seen: map[string]int{}}
 }
 
 // Add takes msg for the transaction (written by Flush).
@@ -108,32 +91,12 @@ func (w *Writer) Add(_ context.Context, msg callback.Message) error {
 	return nil
 }
 
-// Flush writes the messages taken so far in one INSERT. Their created_at
-// is the database's clock at this statement, which runs right before the
-// commit: the relay measures a row's age from it with the same clock, so
-// neither a long transaction nor a worker whose clock is off makes a row
-// look old the moment it commits (and get published by the relay while
-// the fast path publishes it too).
+// Flush writes the messages taken so far in one INSERT, stamped with the
+// database's clock (see store.InsertOutboxTx): call it right before the
+// commit.
 func (w *Writer) Flush(ctx context.Context) error {
-	if len(w.rows) == 0 {
-		return nil
-	}
-	var q strings.Builder
-	q.WriteString(`INSERT INTO outbox (callback_log_id, exchange, routing_key, message_id, payload, headers, status, attempts, created_at) VALUES `)
-	args := make([]any, 0, len(w.rows)*6)
-	for i, r := range w.rows {
-		if i > 0 {
-			q.WriteByte(',')
-		}
-		q.WriteString(`(?, ?, ?, ?, ?, ?, 'PENDING', 0, NOW(6))`)
-		var headers any
-		if len(r.Headers) > 0 {
-			headers = []byte(r.Headers)
-		}
-		args = append(args, r.CallbackLogID, r.Exchange, r.RoutingKey, r.MessageID, r.Payload, headers)
-	}
-	if err := w.tx.WithContext(ctx).Exec(q.String(), args...).Error; err != nil {
-		return fmt.Errorf("error writing outbox rows of callback %d: %w", w.cb.ID, err)
+	if err := w.st.InsertOutboxTx(ctx, w.tx, w.rows); err != nil {
+		return fmt.Errorf("error writing the outbox of callback %d: %w", w.cb.ID, err)
 	}
 	return nil
 }
@@ -143,7 +106,7 @@ func (w *Writer) Flush(ctx context.Context) error {
 func (w *Writer) Rows() []Row { return w.rows }
 
 // Message converts a row for the publisher.
-func (r Row) Message() downstream.Message {
+func Message(r Row) downstream.Message {
 	m := downstream.Message{
 		Exchange:      r.Exchange,
 		RoutingKey:    r.RoutingKey,

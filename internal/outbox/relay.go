@@ -3,16 +3,13 @@ package outbox
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
 
-	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
-
 	"callgate/internal/downstream"
+	"callgate/internal/store"
 )
 
 // RelayConfig configures a Relay.
@@ -58,7 +55,7 @@ func (c RelayConfig) WithDefaults() RelayConfig {
 // pass. A crash between publish and mark leads to a re-send, never a loss.
 type Relay struct {
 	cfg  RelayConfig
-	db   *gorm.DB
+	st   *store.Store
 	pub  Publisher
 	log  *slog.Logger
 	stop context.CancelFunc
@@ -69,8 +66,8 @@ type Relay struct {
 }
 
 // NewRelay returns a Relay; Start runs it.
-func NewRelay(cfg RelayConfig, db *gorm.DB, pub Publisher, log *slog.Logger) *Relay {
-	return &Relay{cfg: cfg.WithDefaults(), db: db, pub: pub, log: log}
+func NewRelay(cfg RelayConfig, st *store.Store, pub Publisher, log *slog.Logger) *Relay {
+	return &Relay{cfg: cfg.WithDefaults(), st: st, pub: pub, log: log}
 }
 
 // Start runs the relay loop in the background and returns at once.
@@ -130,16 +127,12 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 func (r *Relay) batch(ctx context.Context) (claimed, sent int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	err = r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var rows []Row
-		// Age by the database's clock, as created_at was written (see
-		// Writer.Flush): MinAge after the commit, whatever the hosts'
-		// clocks say.
-		err := tx.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
-			Where("status = ? AND created_at <= NOW(6) - INTERVAL ? MICROSECOND", StatusPending, r.cfg.MinAge.Microseconds()).
-			Order("id").Limit(r.cfg.BatchSize).Find(&rows).Error
+	// The rows stay locked while they are published, so another relay
+	// skips them.
+	err = r.st.InTx(ctx, func(tx *store.Tx) error {
+		rows, err := r.st.ClaimOutboxTx(ctx, tx, r.cfg.MinAge, r.cfg.BatchSize)
 		if err != nil {
-			return fmt.Errorf("error claiming outbox rows: %w", err)
+			return err
 		}
 		claimed = len(rows)
 		if claimed == 0 {
@@ -147,33 +140,27 @@ func (r *Relay) batch(ctx context.Context) (claimed, sent int, err error) {
 		}
 		msgs := make([]downstream.Message, len(rows))
 		for i, row := range rows {
-			msgs[i] = row.Message()
+			msgs[i] = Message(row)
 		}
 		acked, perr := r.pub.Publish(ctx, msgs)
-		var ok, failed []int64
+		var ok []string
+		var failed []int64
 		for i, a := range acked {
 			if a {
-				ok = append(ok, rows[i].ID)
+				ok = append(ok, rows[i].MessageID)
 			} else {
 				failed = append(failed, rows[i].ID)
 			}
 		}
-		now := time.Now().UTC()
-		if len(ok) > 0 {
-			if err := tx.Model(&Row{}).Where("id IN ?", ok).
-				Updates(map[string]any{"status": StatusSent, "sent_at": now, "attempts": gorm.Expr("attempts + 1")}).Error; err != nil {
-				return fmt.Errorf("error marking outbox rows sent: %w", err)
-			}
+		if err := r.st.MarkOutboxSentTx(ctx, tx, ok); err != nil {
+			return err
 		}
-		if len(failed) > 0 {
-			reason := "not confirmed by the broker"
-			if perr != nil {
-				reason = perr.Error()
-			}
-			if err := tx.Model(&Row{}).Where("id IN ?", failed).
-				Updates(map[string]any{"attempts": gorm.Expr("attempts + 1"), "last_error": reason}).Error; err != nil {
-				return fmt.Errorf("error recording outbox failures: %w", err)
-			}
+		reason := "not confirmed by the broker"
+		if perr != nil {
+			reason = perr.Error()
+		}
+		if err := r.st.RecordOutboxFailureTx(ctx, tx, failed, reason); err != nil {
+			return err
 		}
 		sent = len(ok)
 		return nil

@@ -15,7 +15,6 @@ import (
 	"callgate/internal/downstream"
 	"callgate/internal/kinds"
 	"callgate/internal/outbox"
-	"callgate/internal/store"
 	"callgate/internal/testenv"
 )
 
@@ -45,7 +44,7 @@ func connect(t *testing.T, cfg *config.Config, url string) *broker.Connection {
 // insertPending writes n PENDING outbox rows created a minute ago (old
 // enough for any relay), with message ids <tag>-<i> and callback log ids
 // firstLogID.., in one multi-row INSERT per 500 rows.
-func insertPending(t *testing.T, st *store.Store, cfg *config.Config, tag string, firstLogID int64, n int) {
+func insertPending(t *testing.T, st *testenv.TestStore, cfg *config.Config, tag string, firstLogID int64, n int) {
 	t.Helper()
 	created := time.Now().UTC().Add(-time.Minute)
 	rows := make([]outbox.Row, n)
@@ -63,7 +62,7 @@ func insertPending(t *testing.T, st *store.Store, cfg *config.Config, tag string
 	require.NoError(t, st.DB.CreateInBatches(rows, 500).Error)
 }
 
-func loadRows(t *testing.T, st *store.Store) []outbox.Row {
+func loadRows(t *testing.T, st *testenv.TestStore) []outbox.Row {
 	t.Helper()
 	var rows []outbox.Row
 	require.NoError(t, st.DB.Order("id").Find(&rows).Error)
@@ -89,7 +88,7 @@ func TestTwoRelaysNeverClaimTheSameRowInAPass(t *testing.T) {
 	for i := range 2 {
 		pub := downstream.NewPublisher(conn, "relay-test-"+strconv.Itoa(i))
 		t.Cleanup(func() { _ = pub.Close() })
-		relays = append(relays, outbox.NewRelay(rcfg, st.DB, pub, log))
+		relays = append(relays, outbox.NewRelay(rcfg, st.Store, pub, log))
 	}
 
 	counts := make([]int, len(relays))
@@ -144,7 +143,7 @@ func TestRelayDeliversAfterBrokerOutage(t *testing.T) {
 
 	pub := downstream.NewPublisher(conn, "relay-test")
 	t.Cleanup(func() { _ = pub.Close() })
-	relay := outbox.NewRelay(outbox.RelayConfig{BatchSize: 50, MinAge: time.Second}, st.DB, pub, testenv.Logger(t, cfg))
+	relay := outbox.NewRelay(outbox.RelayConfig{BatchSize: 50, MinAge: time.Second}, st.Store, pub, testenv.Logger(t, cfg))
 
 	// One row before the outage, so the publisher holds a channel on the
 	// connection that is about to die.

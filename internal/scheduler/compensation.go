@@ -2,16 +2,11 @@ package scheduler
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 	"log/slog"
 	"time"
 
-	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
-
 	"callgate/internal/broker"
-	"callgate/internal/callback"
+	"callgate/internal/store"
 	"callgate/internal/tracing"
 )
 
@@ -40,7 +35,7 @@ type Announcer interface {
 // messages is skipped for that run: its workers are busy anyway, and
 // whatever is due is announced once the queue has come down.
 type Compensation struct {
-	DB        *gorm.DB
+	Store     *store.Store
 	Announcer Announcer
 	Threshold time.Duration
 	BatchSize int
@@ -89,27 +84,8 @@ func (c *Compensation) RunOnce(ctx context.Context) (int, error) {
 func (c *Compensation) batch(ctx context.Context, kind string) (announced int, bufferFull bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var due []callback.Log
 	now := time.Now().UTC()
-	// READ COMMITTED: the locking read takes no gap locks, only the rows
-	// it returns.
-	err = c.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		err := tx.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
-			Select("id", "kind", "trace_id").
-			Where("status = ? AND next_attempt_at <= ? AND kind = ?", callback.StatusPending, now, kind).
-			Order("next_attempt_at").Limit(c.BatchSize).Find(&due).Error
-		if err != nil {
-			return fmt.Errorf("error claiming due callbacks: %w", err)
-		}
-		if len(due) == 0 {
-			return nil
-		}
-		ids := make([]int64, len(due))
-		for i, d := range due {
-			ids[i] = d.ID
-		}
-		return tx.Model(&callback.Log{}).Where("id IN ?", ids).Update("next_attempt_at", now.Add(c.Threshold)).Error
-	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	due, err := c.Store.ClaimDue(ctx, kind, now, now.Add(c.Threshold), c.BatchSize)
 	if err != nil {
 		return 0, false, err
 	}

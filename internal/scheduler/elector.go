@@ -1,10 +1,9 @@
 package scheduler
 
 import (
+	"callgate/internal/store"
 	"context"
-	"database/sql"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -25,7 +24,7 @@ var ErrNotLeader = errors.New("not the scheduler leader")
 // harmless when run twice (they claim rows with SKIP LOCKED): the lease
 // saves work, correctness does not depend on it.
 type Elector struct {
-	db     *sql.DB
+	st     *store.Store
 	name   string
 	owner  string
 	lease  time.Duration
@@ -36,31 +35,18 @@ var _ gocron.Elector = (*Elector)(nil)
 
 // NewElector returns an elector for the lease name, identifying this
 // instance as owner.
-func NewElector(db *sql.DB, name, owner string, lease time.Duration) *Elector {
-	return &Elector{db: db, name: name, owner: owner, lease: lease}
+func NewElector(st *store.Store, name, owner string, lease time.Duration) *Elector {
+	return &Elector{st: st, name: name, owner: owner, lease: lease}
 }
-
-// acquireSQL takes the lease if it is free, expired or already ours, and
-// renews it if ours. The assignments run left to right: owner is decided
-// first, then expires_at moves only if the owner is now us.
-const acquireSQL = `INSERT INTO scheduler_lease (name, owner, expires_at)
- VALUES (?, ?, NOW(6) + INTERVAL ? MICROSECOND)
- ON DUPLICATE KEY UPDATE
-   owner = IF(owner = VALUES(owner) OR expires_at < NOW(6), VALUES(owner), owner),
-   expires_at = IF(owner = VALUES(owner), VALUES(expires_at), expires_at)`
 
 // IsLeader implements gocron.Elector.
 func (e *Elector) IsLeader(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := e.db.ExecContext(ctx, acquireSQL, e.name, e.owner, e.lease.Microseconds()); err != nil {
+	owner, err := e.st.AcquireLease(ctx, e.name, e.owner, e.lease)
+	if err != nil {
 		e.leader.Store(false)
-		return fmt.Errorf("error renewing scheduler lease: %w", err)
-	}
-	var owner string
-	if err := e.db.QueryRowContext(ctx, `SELECT owner FROM scheduler_lease WHERE name = ?`, e.name).Scan(&owner); err != nil {
-		e.leader.Store(false)
-		return fmt.Errorf("error reading scheduler lease: %w", err)
+		return err
 	}
 	if owner != e.owner {
 		e.leader.Store(false)
@@ -79,9 +65,5 @@ func (e *Elector) Release(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	e.leader.Store(false)
-	_, err := e.db.ExecContext(ctx, `DELETE FROM scheduler_lease WHERE name = ? AND owner = ?`, e.name, e.owner)
-	if err != nil {
-		return fmt.Errorf("error releasing scheduler lease: %w", err)
-	}
-	return nil
+	return e.st.ReleaseLease(ctx, e.name, e.owner)
 }

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"gorm.io/gorm"
-
 	"callgate/internal/metrics"
+	"callgate/internal/store"
 )
 
 // Gauges refreshes the backlog gauges: PENDING count and oldest age per
@@ -16,7 +15,7 @@ import (
 // It runs on every instance (not only the leader) so no instance exports
 // stale values.
 type Gauges struct {
-	DB      *gorm.DB
+	Store   *store.Store
 	Metrics *metrics.Metrics
 	// Sources are the configured sources, one series each.
 	Sources []string
@@ -33,56 +32,29 @@ func (g *Gauges) RunOnce(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	now := time.Now().UTC()
-	db := g.DB.WithContext(ctx)
-
-	// Per source, on the (source, status, id) index: counting reads index
-	// entries only, and the oldest PENDING is the lowest id.
-	type backlog struct {
-		N      int64
-		Oldest *time.Time
-		Failed int64
-	}
-	figures := make(map[string]backlog, len(g.Sources))
+	figures := make(map[string]store.SourceBacklog, len(g.Sources))
 	for _, src := range g.Sources {
-		var b backlog
-		var first struct {
-			N     int64
-			MinID *int64
-		}
-		if err := db.Raw(`SELECT COUNT(*) AS n, MIN(id) AS min_id FROM callback_log WHERE source = ? AND status = 'PENDING'`, src).Scan(&first).Error; err != nil {
-			return fmt.Errorf("error reading backlog: %w", err)
-		}
-		b.N = first.N
-		if first.MinID != nil {
-			var oldest struct{ ReceivedAt *time.Time }
-			if err := db.Raw(`SELECT received_at FROM callback_log WHERE id = ?`, *first.MinID).Scan(&oldest).Error; err != nil {
-				return fmt.Errorf("error reading backlog age: %w", err)
-			}
-			b.Oldest = oldest.ReceivedAt
-		}
-		if err := db.Raw(`SELECT COUNT(*) FROM callback_log WHERE source = ? AND status = 'FAILED'`, src).Scan(&b.Failed).Error; err != nil {
-			return fmt.Errorf("error reading failed count: %w", err)
+		b, err := g.Store.SourceBacklog(ctx, src)
+		if err != nil {
+			return err
 		}
 		figures[src] = b
 	}
-	var ob struct {
-		N      int64
-		Oldest *time.Time
-	}
-	if err := db.Raw(`SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM outbox WHERE status = 'PENDING'`).Scan(&ob).Error; err != nil {
-		return fmt.Errorf("error reading outbox backlog: %w", err)
+	ob, err := g.Store.OutboxBacklog(ctx)
+	if err != nil {
+		return err
 	}
 
 	for src, b := range figures {
-		g.Metrics.BacklogPending.WithLabelValues(src).Set(float64(b.N))
+		g.Metrics.BacklogPending.WithLabelValues(src).Set(float64(b.Pending))
 		age := 0.0
-		if b.Oldest != nil {
-			age = max(0, now.Sub(*b.Oldest).Seconds())
+		if b.OldestPending != nil {
+			age = max(0, now.Sub(*b.OldestPending).Seconds())
 		}
 		g.Metrics.BacklogOldestAge.WithLabelValues(src).Set(age)
 		g.Metrics.FailedCallbacks.WithLabelValues(src).Set(float64(b.Failed))
 	}
-	g.Metrics.OutboxPending.Set(float64(ob.N))
+	g.Metrics.OutboxPending.Set(float64(ob.Pending))
 	lag := 0.0
 	if ob.Oldest != nil {
 		lag = max(0, now.Sub(*ob.Oldest).Seconds())

@@ -34,7 +34,7 @@ func TestGaugesCountUnroutedNotifications(t *testing.T) {
 
 	m := metrics.New("worker")
 	depth := func() (int, error) { return topo.UnroutedDepth(conn) }
-	g := &scheduler.Gauges{DB: st.DB, Metrics: m, Sources: []string{"paydemo"}, UnroutedDepth: func() (int, error) { return depth() }}
+	g := &scheduler.Gauges{Store: st.Store, Metrics: m, Sources: []string{"paydemo"}, UnroutedDepth: func() (int, error) { return depth() }}
 	require.NoError(t, g.RunOnce(t.Context()))
 	require.InDelta(t, 3, testutil.ToFloat64(m.DownstreamUnrouted), 0)
 

@@ -35,7 +35,7 @@ func TestRetentionNeverErasesTheHistoryOfAReplayedCallback(t *testing.T) {
 	_, err = holder.Exec(`SELECT id FROM callback_attempt WHERE log_id = ? FOR UPDATE`, id)
 	require.NoError(t, err)
 
-	r := &scheduler.Retention{DB: st.DB, MaxAge: 30 * 24 * time.Hour, BatchSize: 10, Log: quiet}
+	r := &scheduler.Retention{Store: st.Store, MaxAge: 30 * 24 * time.Hour, BatchSize: 10, Log: quiet}
 	retained := make(chan error, 1)
 	go func() { _, _, err := r.RunOnce(t.Context()); retained <- err }()
 	waitForStatement(t, st.SQL, "DELETE FROM callback_attempt%")

@@ -41,7 +41,7 @@ func TestElectorOneInstancePerTickAndTakeover(t *testing.T) {
 	scheds := map[string]*scheduler.Scheduler{}
 	for i := range 3 {
 		owner := fmt.Sprintf("worker-%d", i)
-		el := scheduler.NewElector(st.SQL, "test-lease", owner, lease)
+		el := scheduler.NewElector(st.Store, "test-lease", owner, lease)
 		s, err := scheduler.New(quiet, metrics.New("worker"), []scheduler.Job{{Name: "tick", Interval: interval, Run: func(context.Context) error {
 			mu.Lock()
 			runs = append(runs, run{owner, time.Now()})
@@ -113,7 +113,7 @@ func TestCompensationAnnouncesDueCallbacksOnce(t *testing.T) {
 	insert("d", now.Add(-time.Minute), callback.StatusFailed)
 	insert("e", now.Add(-time.Minute), callback.StatusSuccess)
 
-	c := &scheduler.Compensation{DB: st.DB, Announcer: ann, Threshold: time.Minute, BatchSize: 1, Kinds: []string{"payment", "logistics"}, Log: quiet}
+	c := &scheduler.Compensation{Store: st.Store, Announcer: ann, Threshold: time.Minute, BatchSize: 1, Kinds: []string{"payment", "logistics"}, Log: quiet}
 	n, err := c.RunOnce(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
@@ -156,7 +156,7 @@ func TestRetentionKeepsFailedAndRecentRows(t *testing.T) {
 	oldFailed := mk("old-failed", callback.StatusFailed, old)
 	recentSuccess := mk("recent", callback.StatusSuccess, recent)
 
-	r := &scheduler.Retention{DB: st.DB, MaxAge: 30 * 24 * time.Hour, BatchSize: 3, Log: quiet}
+	r := &scheduler.Retention{Store: st.Store, MaxAge: 30 * 24 * time.Hour, BatchSize: 3, Log: quiet}
 	cbs, obs, err := r.RunOnce(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 7, cbs)
@@ -169,7 +169,7 @@ func TestRetentionKeepsFailedAndRecentRows(t *testing.T) {
 	require.NoError(t, st.DB.Model(&callback.Attempt{}).Where("log_id IN ?", oldSuccess).Count(&attempts).Error)
 	require.Zero(t, attempts, "their attempts went with them")
 
-	keep := &scheduler.Retention{DB: st.DB, MaxAge: 0, BatchSize: 3, Log: quiet}
+	keep := &scheduler.Retention{Store: st.Store, MaxAge: 0, BatchSize: 3, Log: quiet}
 	cbs, obs, err = keep.RunOnce(t.Context())
 	require.NoError(t, err)
 	require.Zero(t, cbs+obs, "max_age 0 keeps everything")
@@ -192,7 +192,7 @@ func TestStuckMakesImpossibleDueTimesDue(t *testing.T) {
 	nullID := ins("null", nil)
 	require.NoError(t, st.DB.Exec("UPDATE callback_log SET next_attempt_at = NULL WHERE id = ?", nullID).Error)
 
-	s := &scheduler.Stuck{DB: st.DB, Horizon: time.Hour, BatchSize: 10, Log: quiet}
+	s := &scheduler.Stuck{Store: st.Store, Horizon: time.Hour, BatchSize: 10, Log: quiet}
 	n, err := s.RunOnce(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
@@ -224,7 +224,7 @@ func TestCompensationLeavesABackloggedQueueAlone(t *testing.T) {
 			Payload: []byte(`{}`), TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", ReceivedAt: due, NextAttemptAt: &due})
 		require.NoError(t, err)
 	}
-	c := &scheduler.Compensation{DB: st.DB, Announcer: ann, Threshold: time.Minute, BatchSize: 10,
+	c := &scheduler.Compensation{Store: st.Store, Announcer: ann, Threshold: time.Minute, BatchSize: 10,
 		Kinds: topo.Kinds, MaxQueued: 5, QueueDepth: func(kind string) (int, error) { return topo.QueueDepth(conn, kind) }, Log: quiet}
 	n, err := c.RunOnce(t.Context())
 	require.NoError(t, err)

@@ -1,14 +1,10 @@
 package scheduler
 
 import (
+	"callgate/internal/store"
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
-
-	"gorm.io/gorm"
-
-	"callgate/internal/callback"
 )
 
 // Stuck makes due again what nothing would otherwise pick up.
@@ -22,7 +18,7 @@ import (
 // any backoff allows (written by an instance whose clock ran ahead). Stuck
 // finds those and makes them due now.
 type Stuck struct {
-	DB *gorm.DB
+	Store *store.Store
 	// Horizon is the furthest a legitimate next_attempt_at can lie ahead:
 	// the largest retry max plus the compensation threshold.
 	Horizon   time.Duration
@@ -49,26 +45,10 @@ func (s *Stuck) RunOnce(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-// batch finds stuck rows with a plain read on (status, next_attempt_at) and
-// updates them by id, so the scan takes no locks: an UPDATE ... WHERE over
-// the PENDING range would lock every row it looked at.
+// batch releases one batch of stuck rows.
 func (s *Stuck) batch(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	now := time.Now().UTC()
-	horizon := now.Add(s.Horizon)
-	var ids []int64
-	err := s.DB.WithContext(ctx).Model(&callback.Log{}).
-		Where("status = ? AND (next_attempt_at IS NULL OR next_attempt_at > ?)", callback.StatusPending, horizon).
-		Limit(s.BatchSize).Pluck("id", &ids).Error
-	if err != nil || len(ids) == 0 {
-		return 0, err
-	}
-	res := s.DB.WithContext(ctx).Exec(`UPDATE callback_log SET next_attempt_at = ?
-		WHERE id IN ? AND status = ? AND (next_attempt_at IS NULL OR next_attempt_at > ?)`,
-		now, ids, callback.StatusPending, horizon)
-	if res.Error != nil {
-		return 0, fmt.Errorf("error releasing stuck callbacks: %w", res.Error)
-	}
-	return len(ids), nil
+	return s.Store.ReleaseStuck(ctx, now, now.Add(s.Horizon), s.BatchSize)
 }

@@ -43,6 +43,7 @@ type Batcher struct {
 
 type pendingInsert struct {
 	row  *callback.Log
+	size int // rowSize(row)
 	res  InsertResult
 	err  error
 	done chan struct{}
@@ -85,7 +86,7 @@ func NewBatcher(st *Store, writers, maxBatch int, log *slog.Logger) *Batcher {
 // ends first answers with its error; the row may still be committed by the
 // batch, which is safe: the platform's retry is then a duplicate.
 func (b *Batcher) InsertCallback(ctx context.Context, l *callback.Log) (InsertResult, error) {
-	p := &pendingInsert{row: l, done: make(chan struct{})}
+	p := &pendingInsert{row: l, size: rowSize(l), done: make(chan struct{})}
 	select {
 	case b.queues[b.shard(l)] <- p:
 	case <-ctx.Done():
@@ -121,40 +122,23 @@ func (b *Batcher) Close() {
 
 func (b *Batcher) writer(queue chan *pendingInsert) {
 	defer b.wg.Done()
-	batch := make([]*pendingInsert, 0, b.maxBatch)
-	var carry *pendingInsert // the row that did not fit the last batch
-	for {
-		first := carry
-		carry = nil
-		if first == nil {
-			select {
-			case first = <-queue:
-			case <-b.stop:
-				// Drain what is already queued, then stop.
-				select {
-				case first = <-queue:
-				default:
-					return
-				}
-			}
+	// A batch is bounded by rows and by the bytes a statement may carry.
+	var bytes, budget int
+	g := &gatherer[*pendingInsert]{queue: queue, stop: b.stop, fits: func(batch []*pendingInsert, next *pendingInsert) bool {
+		if len(batch) == 1 {
+			bytes, budget = batch[0].size, b.budget()
 		}
-		budget := b.budget()
-		batch = append(batch[:0], first)
-		size := rowSize(first.row)
-	fill:
-		for len(batch) < b.maxBatch {
-			select {
-			case p := <-queue:
-				if n := rowSize(p.row); size+n <= budget {
-					batch = append(batch, p)
-					size += n
-					continue
-				}
-				carry = p
-				break fill
-			default:
-				break fill
-			}
+		if len(batch) >= b.maxBatch || bytes+next.size > budget {
+			return false
+		}
+		bytes += next.size
+		return true
+	}}
+	batch := make([]*pendingInsert, 0, b.maxBatch)
+	for {
+		var ok bool
+		if batch, ok = g.next(batch); !ok {
+			return
 		}
 		b.flush(batch)
 	}
@@ -248,7 +232,7 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 		f := firsts[key{p.row.Source, p.row.EventID}]
 		switch {
 		case err != nil:
-			p.err = fmt.Errorf("error inserting callback batch: %w", Translate(err))
+			p.err = fmt.Errorf("error inserting callback batch: %w", translate(err))
 		case f.err != nil:
 			p.err = f.err
 		case f != p:
@@ -341,7 +325,7 @@ func (b *Batcher) readBack(ctx context.Context, rows []*pendingInsert) error {
 // scanIDs runs the read-back query and answers each pending insert it
 // finds.
 func (b *Batcher) scanIDs(ctx context.Context, query string, args []any, byEvent map[string]*pendingInsert) error {
-	rs, err := b.st.SQL.QueryContext(ctx, query, args...)
+	rs, err := b.st.sql.QueryContext(ctx, query, args...)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ func openTestStore(t *testing.T) *Store {
 	st, err := Open(config.MySQL{DSN: dsn, MaxOpenConns: 8, MaxIdleConns: 8, DialTimeout: time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		_, _ = st.SQL.Exec("DROP DATABASE IF EXISTS `" + name + "`")
+		_, _ = st.sql.Exec("DROP DATABASE IF EXISTS `" + name + "`")
 		_ = st.Close()
 	})
 	return st
@@ -55,7 +55,7 @@ func waitForLockWait(t *testing.T, db *sql.DB) {
 
 func eventsInTable(t *testing.T, st *Store) []string {
 	t.Helper()
-	rs, err := st.SQL.Query(`SELECT event_id FROM callback_log ORDER BY id`)
+	rs, err := st.sql.Query(`SELECT event_id FROM callback_log ORDER BY id`)
 	require.NoError(t, err)
 	defer rs.Close()
 	var got []string
@@ -83,9 +83,9 @@ func TestBatchInsertKeepsEveryRowWhenBatchesOverlap(t *testing.T) {
 	b2 := &Batcher{st: st, log: quiet, maxBatch: 10}
 
 	run := func(t *testing.T, flushed bool) {
-		_, err := st.SQL.Exec(`TRUNCATE TABLE callback_log`)
+		_, err := st.sql.Exec(`TRUNCATE TABLE callback_log`)
 		require.NoError(t, err)
-		tx, err := st.SQL.BeginTx(ctx, nil)
+		tx, err := st.sql.BeginTx(ctx, nil)
 		require.NoError(t, err)
 		_, err = tx.Exec(`INSERT INTO callback_log (source, kind, event_id, business_key, status, attempts, payload, trace_id, received_at, next_attempt_at)
 			VALUES ('paydemo', 'payment', 'a0', 'K', 'PENDING', 0, '{}', '00000000000000000000000000000000', NOW(6), NOW(6))`)
@@ -106,7 +106,7 @@ func TestBatchInsertKeepsEveryRowWhenBatchesOverlap(t *testing.T) {
 			}
 			done <- n
 		}()
-		waitForLockWait(t, st.SQL)
+		waitForLockWait(t, st.sql)
 		if flushed {
 			b2.flush(batch2)
 		} else {
@@ -134,7 +134,7 @@ func TestBatchInsertKeepsEveryRowWhenBatchesOverlap(t *testing.T) {
 			require.False(t, p.res.Duplicate, "%s is new", p.row.EventID)
 		}
 		var stored int64
-		require.NoError(t, st.SQL.QueryRow(`SELECT id FROM callback_log WHERE event_id = 'c'`).Scan(&stored))
+		require.NoError(t, st.sql.QueryRow(`SELECT id FROM callback_log WHERE event_id = 'c'`).Scan(&stored))
 		require.Equal(t, stored, batch1[2].res.ID, "c's answer names c's row")
 	}
 	t.Run("statement", func(t *testing.T) { run(t, false) })
@@ -155,7 +155,7 @@ func TestBatchRowsGetIDsInArrivalOrder(t *testing.T) {
 			defer b.Close()
 			ctx := t.Context()
 
-			tx, err := st.SQL.BeginTx(ctx, nil)
+			tx, err := st.sql.BeginTx(ctx, nil)
 			require.NoError(t, err)
 			_, err = tx.Exec(`INSERT INTO callback_log (source, kind, event_id, business_key, status, attempts, payload, trace_id, received_at, next_attempt_at)
 				VALUES ('shipdemo', 'logistics', 'hold', 'WB-1', 'PENDING', 0, '{}', '00000000000000000000000000000000', NOW(6), NOW(6))`)
@@ -166,7 +166,7 @@ func TestBatchRowsGetIDsInArrivalOrder(t *testing.T) {
 			}
 			holdDone := make(chan error, 1)
 			go func() { _, err := b.InsertCallback(ctx, mk("hold", 1000)); holdDone <- err }()
-			waitForLockWait(t, st.SQL)
+			waitForLockWait(t, st.sql)
 
 			// Sent in this order; their event ids sort the other way round.
 			const n = 30
@@ -209,14 +209,14 @@ func TestBatchBoundedByBytes(t *testing.T) {
 	b := NewBatcher(st, 1, 256, slog.New(slog.NewTextHandler(&syncWriter{w: &logged}, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	defer b.Close()
 	ctx := t.Context()
-	tx, err := st.SQL.BeginTx(ctx, nil)
+	tx, err := st.sql.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	_, err = tx.Exec(`INSERT INTO callback_log (source, kind, event_id, business_key, status, attempts, payload, trace_id, received_at, next_attempt_at)
 		VALUES ('paydemo', 'payment', 'hold', 'K', 'PENDING', 0, '{}', '00000000000000000000000000000000', NOW(6), NOW(6))`)
 	require.NoError(t, err)
 	errs := make(chan error, 21)
 	go func() { _, err := b.InsertCallback(ctx, pending("hold", 1).row); errs <- err }()
-	waitForLockWait(t, st.SQL)
+	waitForLockWait(t, st.sql)
 
 	const n = 20
 	payload := []byte(`{"pad":"` + strings.Repeat("x", 1<<20-10) + `"}`)
@@ -231,7 +231,7 @@ func TestBatchBoundedByBytes(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 	var stored int
-	require.NoError(t, st.SQL.QueryRow(`SELECT COUNT(*) FROM callback_log WHERE LENGTH(payload) = ?`, len(payload)).Scan(&stored))
+	require.NoError(t, st.sql.QueryRow(`SELECT COUNT(*) FROM callback_log WHERE LENGTH(payload) = ?`, len(payload)).Scan(&stored))
 	require.Equal(t, n, stored)
 	require.Empty(t, logged.String(), "no statement was refused (no fallback to row by row)")
 	for i := range 16 {

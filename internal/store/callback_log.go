@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
+
+	"gorm.io/gorm/clause"
 
 	"callgate/internal/callback"
 )
@@ -73,7 +76,7 @@ type InsertResult struct {
 func (s *Store) InsertCallback(ctx context.Context, l *callback.Log) (InsertResult, error) {
 	res, err := s.execRetrying(ctx, insertCallbackSQL, insertArgs(make([]any, 0, 9), l)...)
 	if err != nil {
-		return InsertResult{}, fmt.Errorf("error inserting callback log: %w", Translate(err))
+		return InsertResult{}, fmt.Errorf("error inserting callback log: %w", translate(err))
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
@@ -86,11 +89,209 @@ func (s *Store) InsertCallback(ctx context.Context, l *callback.Log) (InsertResu
 	return InsertResult{ID: id, Duplicate: n == 0}, nil
 }
 
-// GetCallback loads one callback_log row.
+// GetCallback loads one callback_log row (ErrNotFound when there is none).
 func (s *Store) GetCallback(ctx context.Context, id int64) (*callback.Log, error) {
 	var l callback.Log
-	if err := s.DB.WithContext(ctx).Take(&l, id).Error; err != nil {
-		return nil, fmt.Errorf("error loading callback log %d: %w", id, Translate(err))
+	if err := s.q(ctx, nil).Take(&l, id).Error; err != nil {
+		return nil, fmt.Errorf("error loading callback log %d: %w", id, translate(err))
 	}
 	return &l, nil
+}
+
+// ClaimCallbackTx reads callback id and locks its row until tx ends: the
+// worker's claim before it runs the callback (ErrNotFound when there is
+// none). withPayload false leaves the payload and headers out.
+func (s *Store) ClaimCallbackTx(ctx context.Context, tx *Tx, id int64, withPayload bool) (*callback.Log, error) {
+	var l callback.Log
+	q := s.q(ctx, tx).Clauses(clause.Locking{Strength: "UPDATE"})
+	if !withPayload {
+		q = q.Omit("payload", "headers")
+	}
+	if err := q.Take(&l, id).Error; err != nil {
+		return nil, fmt.Errorf("error claiming callback log %d: %w", id, translate(err))
+	}
+	return &l, nil
+}
+
+// EarlierPendingTx reports whether a callback of cb's kind and key with a
+// smaller id is still PENDING: cb must then wait its turn.
+func (s *Store) EarlierPendingTx(ctx context.Context, tx *Tx, cb *callback.Log) (bool, error) {
+	var earlier []int64
+	err := s.q(ctx, tx).Raw(`SELECT id FROM callback_log WHERE business_key = ? AND kind = ? AND status = ? AND id < ? LIMIT 1`,
+		cb.BusinessKey, cb.Kind, callback.StatusPending, cb.ID).Scan(&earlier).Error
+	if err != nil {
+		return false, fmt.Errorf("error checking the order of key %q: %w", cb.BusinessKey, translate(err))
+	}
+	return len(earlier) > 0, nil
+}
+
+// MarkSucceededTx settles callback id as SUCCESS after attempt number
+// attempt, with the attempt's row, in tx.
+func (s *Store) MarkSucceededTx(ctx context.Context, tx *Tx, a *callback.Attempt) error {
+	err := s.q(ctx, tx).Model(&callback.Log{}).Where("id = ?", a.LogID).Updates(map[string]any{
+		"status": callback.StatusSuccess, "attempts": a.Attempt, "processed_at": a.FinishedAt, "last_error": nil,
+	}).Error
+	if err != nil {
+		return fmt.Errorf("error marking callback log %d SUCCESS: %w", a.LogID, translate(err))
+	}
+	return s.InsertAttemptTx(ctx, tx, a)
+}
+
+// Failure is a failed attempt to record: the callback goes back to PENDING
+// until NextAttemptAt, or to FAILED when Final.
+type Failure struct {
+	Attempt       callback.Attempt
+	Final         bool
+	NextAttemptAt time.Time
+}
+
+// RecordFailure writes a failed attempt in its own short transaction, only
+// if nobody settled the callback meanwhile (a duplicate delivery running at
+// the same time): stale reports that case, and then nothing is written.
+func (s *Store) RecordFailure(ctx context.Context, f Failure) (stale bool, err error) {
+	a := f.Attempt
+	updates := map[string]any{"attempts": a.Attempt, "last_error": a.Error}
+	if f.Final {
+		updates["status"] = callback.StatusFailed
+		updates["processed_at"] = a.FinishedAt
+	} else {
+		updates["next_attempt_at"] = f.NextAttemptAt
+	}
+	err = s.InTx(ctx, func(tx *Tx) error {
+		res := s.q(ctx, tx).Model(&callback.Log{}).
+			Where("id = ? AND status = ? AND attempts = ?", a.LogID, callback.StatusPending, a.Attempt-1).Updates(updates)
+		if res.Error != nil {
+			return translate(res.Error)
+		}
+		if res.RowsAffected == 0 {
+			stale = true
+			return nil
+		}
+		return s.InsertAttemptTx(ctx, tx, &a)
+	})
+	if err != nil {
+		return false, fmt.Errorf("error recording failed attempt of callback log %d: %w", a.LogID, err)
+	}
+	return stale, nil
+}
+
+// PushBack moves a PENDING callback's next_attempt_at to due (never
+// earlier than it is): the safety net of a deferred callback.
+func (s *Store) PushBack(ctx context.Context, id int64, due time.Time) error {
+	err := s.q(ctx, nil).Model(&callback.Log{}).
+		Where("id = ? AND status = ? AND next_attempt_at < ?", id, callback.StatusPending, due).
+		Update("next_attempt_at", due).Error
+	if err != nil {
+		return fmt.Errorf("error pushing back callback log %d: %w", id, translate(err))
+	}
+	return nil
+}
+
+// NextPendingOfKey returns the earliest PENDING callback of kind and key
+// other than notID (id, kind and trace id only), or nil.
+func (s *Store) NextPendingOfKey(ctx context.Context, kind, key string, notID int64) (*callback.Log, error) {
+	var next callback.Log
+	err := s.q(ctx, nil).Select("id", "kind", "trace_id").
+		Where("business_key = ? AND kind = ? AND id <> ? AND status = ?", key, kind, notID, callback.StatusPending).
+		Order("id").Limit(1).Find(&next).Error
+	if err != nil {
+		return nil, fmt.Errorf("error finding the next callback of key %q: %w", key, translate(err))
+	}
+	if next.ID == 0 {
+		return nil, nil
+	}
+	return &next, nil
+}
+
+// ClaimDue claims up to limit PENDING callbacks of kind that are due at
+// now, oldest due first, skipping rows other transactions hold, and pushes
+// their next_attempt_at to pushTo, so they are claimed again only if still
+// not processed then. It returns them with id, kind and trace id.
+func (s *Store) ClaimDue(ctx context.Context, kind string, now, pushTo time.Time, limit int) ([]callback.Log, error) {
+	var due []callback.Log
+	err := s.InTx(ctx, func(tx *Tx) error {
+		// READ COMMITTED: the locking read takes no gap locks, only the
+		// rows it returns.
+		err := s.q(ctx, tx).Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
+			Select("id", "kind", "trace_id").
+			Where("status = ? AND next_attempt_at <= ? AND kind = ?", callback.StatusPending, now, kind).
+			Order("next_attempt_at").Limit(limit).Find(&due).Error
+		if err != nil || len(due) == 0 {
+			return translate(err)
+		}
+		ids := make([]int64, len(due))
+		for i, d := range due {
+			ids[i] = d.ID
+		}
+		return translate(s.q(ctx, tx).Model(&callback.Log{}).Where("id IN ?", ids).Update("next_attempt_at", pushTo).Error)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error claiming due callbacks: %w", err)
+	}
+	return due, nil
+}
+
+// ReleaseStuck makes due now (up to limit) PENDING callbacks whose
+// next_attempt_at is missing or later than horizon, and returns how many.
+// The scan is a plain read; the update is by id, so no range is locked.
+func (s *Store) ReleaseStuck(ctx context.Context, now, horizon time.Time, limit int) (int, error) {
+	var ids []int64
+	err := s.q(ctx, nil).Model(&callback.Log{}).
+		Where("status = ? AND (next_attempt_at IS NULL OR next_attempt_at > ?)", callback.StatusPending, horizon).
+		Limit(limit).Pluck("id", &ids).Error
+	if err != nil || len(ids) == 0 {
+		return 0, translate(err)
+	}
+	err = s.q(ctx, nil).Exec(`UPDATE callback_log SET next_attempt_at = ?
+		WHERE id IN ? AND status = ? AND (next_attempt_at IS NULL OR next_attempt_at > ?)`,
+		now, ids, callback.StatusPending, horizon).Error
+	if err != nil {
+		return 0, fmt.Errorf("error releasing stuck callbacks: %w", translate(err))
+	}
+	return len(ids), nil
+}
+
+// DeleteSucceededBefore deletes up to limit SUCCESS callbacks processed
+// before cutoff, with their attempts, and returns how many. Candidates are
+// read without locks; then, in one transaction, those still eligible (a
+// replay may have made one PENDING since) are locked and deleted with
+// their history: a concurrent replay waits and then finds nothing, rather
+// than keeping a callback whose attempts were erased.
+func (s *Store) DeleteSucceededBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	var ids []int64
+	err := s.q(ctx, nil).Model(&callback.Log{}).
+		Where("status = ? AND processed_at < ?", callback.StatusSuccess, cutoff).
+		Order("processed_at").Limit(limit).Pluck("id", &ids).Error
+	if err != nil || len(ids) == 0 {
+		return 0, translate(err)
+	}
+	var eligible []int64
+	err = s.InTx(ctx, func(tx *Tx) error {
+		if err := s.q(ctx, tx).Raw(`SELECT id FROM callback_log WHERE id IN ? AND status = ? AND processed_at < ? FOR UPDATE`,
+			ids, callback.StatusSuccess, cutoff).Scan(&eligible).Error; err != nil {
+			return translate(err)
+		}
+		if len(eligible) == 0 {
+			return nil
+		}
+		if err := s.q(ctx, tx).Exec(`DELETE FROM callback_attempt WHERE log_id IN ?`, eligible).Error; err != nil {
+			return translate(err)
+		}
+		return translate(s.q(ctx, tx).Exec(`DELETE FROM callback_log WHERE id IN ?`, eligible).Error)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("error deleting old callbacks: %w", err)
+	}
+	return len(eligible), nil
+}
+
+// MakePendingTx turns callbacks back to PENDING, due at due, with a fresh
+// retry budget (attempts_base = attempts): an operator's replay.
+func (s *Store) MakePendingTx(ctx context.Context, tx *Tx, ids []int64, due time.Time) error {
+	err := s.q(ctx, tx).Exec(`UPDATE callback_log SET status = ?, attempts_base = attempts, next_attempt_at = ?, processed_at = NULL
+		WHERE id IN ?`, callback.StatusPending, due, ids).Error
+	if err != nil {
+		return fmt.Errorf("error making callbacks PENDING: %w", translate(err))
+	}
+	return nil
 }

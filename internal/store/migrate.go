@@ -51,7 +51,7 @@ func Migrate(dsn string, dialTimeout time.Duration) (uint, error) {
 	for try := 0; try < 6; try++ {
 		drv, err := migratemysql.WithInstance(db, &migratemysql.Config{})
 		if err != nil {
-			return 0, fmt.Errorf("error preparing migration: %w", Translate(err))
+			return 0, fmt.Errorf("error preparing migration: %w", translate(err))
 		}
 		m, err := migrate.NewWithInstance("iofs", src, "mysql", drv)
 		if err != nil {
@@ -89,7 +89,7 @@ func createDatabase(c mysql.Config) error {
 	defer db.Close()
 	q := "CREATE DATABASE IF NOT EXISTS `" + strings.ReplaceAll(name, "`", "``") + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
 	if _, err := db.Exec(q); err != nil {
-		return fmt.Errorf("error creating database %s: %w", name, Translate(err))
+		return fmt.Errorf("error creating database %s: %w", name, translate(err))
 	}
 	return nil
 }

@@ -1,9 +1,15 @@
 // Package store owns callgate's MySQL access: the connection pool, the
-// migrations, and the queries on callback_log. It translates driver errors
-// into its own sentinels so that nothing above it sees MySQL error numbers.
+// migrations, and every statement on callgate's own tables (callback_log,
+// callback_attempt, callback_key, outbox, scheduler_lease, replay_job,
+// admin_audit, admin_session), one file per table or concern, as named
+// operations. An operation that must join a caller's transaction takes it
+// explicitly (the ...Tx variants and InTx). It translates driver errors
+// into its own sentinels, so nothing above it sees a gorm or MySQL error
+// of its statements, and it exports no handle of its own.
 //
-// Business tables (orders, shipments) are written by the worker's handlers
-// inside the transaction the worker opens; the outbox by internal/outbox.
+// Business tables (orders, shipments, a user's tables) are the handlers'
+// own: a handler gets its callback's transaction as a *gorm.DB (Tx.Gorm)
+// and writes them itself, committing together with the callback's status.
 package store
 
 import (
@@ -14,7 +20,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -25,26 +30,10 @@ import (
 	"callgate/internal/config"
 )
 
-// Sentinels for what callers branch on.
-var (
-	// ErrUnavailable: MySQL could not be reached or did not answer in time.
-	// The caller should answer 503 / retry later, never fail the callback.
-	ErrUnavailable = errors.New("database unavailable")
-	// ErrNotFound: the row does not exist.
-	ErrNotFound = errors.New("not found")
-)
-
-// MySQL error numbers we act on.
-const (
-	errDeadlock        = 1213
-	errLockWaitTimeout = 1205
-	errPacketTooLarge  = 1153
-)
-
 // Store is the database handle shared by a process.
 type Store struct {
-	DB  *gorm.DB
-	SQL *sql.DB
+	db  *gorm.DB
+	sql *sql.DB
 }
 
 // NormalizeDSN forces the settings callgate relies on: times parsed as UTC,
@@ -101,7 +90,7 @@ func Open(cfg config.MySQL) (*Store, error) {
 	sqlDB.SetMaxIdleConns(cfg.MaxIdleConns)
 	sqlDB.SetConnMaxLifetime(cfg.ConnMaxLifetime)
 	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
-	return &Store{DB: db, SQL: sqlDB}, nil
+	return &Store{db: db, sql: sqlDB}, nil
 }
 
 // SetDriverLogger sends go-sql-driver's own messages (bad idle connections
@@ -111,89 +100,14 @@ func SetDriverLogger(log *slog.Logger) {
 }
 
 // Close releases the pool.
-func (s *Store) Close() error { return s.SQL.Close() }
+func (s *Store) Close() error { return s.sql.Close() }
 
 // Ping checks that MySQL answers.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.SQL.PingContext(ctx); err != nil {
-		return Translate(err)
+	if err := s.sql.PingContext(ctx); err != nil {
+		return translate(err)
 	}
 	return nil
-}
-
-// Translate maps driver errors onto the store's sentinels, keeping the cause.
-func Translate(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, gorm.ErrRecordNotFound) || errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%w: %w", ErrNotFound, err)
-	}
-	if IsUnavailable(err) {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	return err
-}
-
-// IsUnavailable reports whether err means MySQL could not be reached or did
-// not answer in time, as opposed to refusing the statement.
-func IsUnavailable(err error) bool {
-	if errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone) {
-		return true
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) {
-		return true
-	}
-	var myErr *mysql.MySQLError
-	if errors.As(err, &myErr) {
-		// Server shutting down, too many connections, server gone.
-		switch myErr.Number {
-		case 1040, 1053, 2002, 2003, 2006, 2013, 1927:
-			return true
-		}
-	}
-	return false
-}
-
-// IsLockNotAvailable reports a NOWAIT locking read that found the row
-// locked (MariaDB answers 1205, MySQL 8 answers 3572).
-func IsLockNotAvailable(err error) bool {
-	var myErr *mysql.MySQLError
-	if errors.As(err, &myErr) {
-		return myErr.Number == errLockWaitTimeout || myErr.Number == 3572
-	}
-	return false
-}
-
-// IsTransient reports a deadlock or lock wait timeout: contention between
-// transactions, not a fault of the statement, which can simply be run
-// again (InnoDB rolled back the statement, or for a deadlock the whole
-// transaction).
-func IsTransient(err error) bool {
-	var myErr *mysql.MySQLError
-	if errors.As(err, &myErr) {
-		return myErr.Number == errDeadlock || myErr.Number == errLockWaitTimeout
-	}
-	return false
-}
-
-// IsDeadlock reports a deadlock (1213) as opposed to a lock wait timeout.
-func IsDeadlock(err error) bool {
-	var myErr *mysql.MySQLError
-	return errors.As(err, &myErr) && myErr.Number == errDeadlock
-}
-
-// brokenConn reports an error after which the connection that ran the
-// statement cannot be trusted: the server may have closed it (a packet it
-// refused, a lost connection) or the call was cut off mid-way.
-func brokenConn(err error) bool {
-	if IsUnavailable(err) || errors.Is(err, context.Canceled) || errors.Is(err, mysql.ErrPktTooLarge) {
-		return true
-	}
-	var myErr *mysql.MySQLError
-	return errors.As(err, &myErr) && myErr.Number == errPacketTooLarge
 }
 
 // execRetrying runs one autocommit statement on a connection of its own,
@@ -217,7 +131,7 @@ func (s *Store) execRetrying(ctx context.Context, query string, args ...any) (sq
 }
 
 func (s *Store) execOwnConn(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	conn, err := s.SQL.Conn(ctx)
+	conn, err := s.sql.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -234,8 +148,40 @@ func (s *Store) execOwnConn(ctx context.Context, query string, args ...any) (sql
 // statement it takes.
 func (s *Store) MaxAllowedPacket(ctx context.Context) (int64, error) {
 	var n int64
-	if err := s.SQL.QueryRowContext(ctx, `SELECT @@max_allowed_packet`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("error reading max_allowed_packet: %w", Translate(err))
+	if err := s.sql.QueryRowContext(ctx, `SELECT @@max_allowed_packet`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("error reading max_allowed_packet: %w", translate(err))
 	}
 	return n, nil
+}
+
+// Tx is a transaction of the store: the callers' handle for the ...Tx
+// operations, and a handler's way to its business tables (Gorm).
+type Tx struct{ g *gorm.DB }
+
+// Gorm is the transaction for the handler's own (business) tables, which
+// commit or roll back with the callback's status.
+func (tx *Tx) Gorm() *gorm.DB { return tx.g }
+
+// InTx runs fn in one transaction at READ COMMITTED (locking reads lock the
+// rows they return and no gaps) and commits it when fn returns nil. A
+// driver error is translated; fn's own errors are returned as they are.
+func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
+	var fnErr error
+	err := s.db.WithContext(ctx).Transaction(func(g *gorm.DB) error {
+		fnErr = fn(&Tx{g: g})
+		return fnErr
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err == nil || (fnErr != nil && errors.Is(err, fnErr)) {
+		return err
+	}
+	return translate(err) // BEGIN or COMMIT failed
+}
+
+// q is the connection an operation runs on: tx's when it is given, the
+// pool's otherwise.
+func (s *Store) q(ctx context.Context, tx *Tx) *gorm.DB {
+	if tx != nil {
+		return tx.g.WithContext(ctx)
+	}
+	return s.db.WithContext(ctx)
 }

@@ -45,9 +45,7 @@ func TestMigrateTwiceAndConcurrently(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, versions[0], v)
 
-	st, err := store.Open(config.MySQL{DSN: dsn, MaxOpenConns: 2, MaxIdleConns: 2, DialTimeout: time.Second})
-	require.NoError(t, err)
-	defer st.Close()
+	st := testenv.Store(t, &config.Config{MySQL: config.MySQL{DSN: dsn, MaxOpenConns: 2, MaxIdleConns: 2, DialTimeout: time.Second}})
 	for _, table := range []string{"callback_log", "orders", "shipments", "shipment_events"} {
 		var n int
 		require.NoError(t, st.SQL.QueryRow("SELECT COUNT(*) FROM "+table).Scan(&n), table)

@@ -23,6 +23,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 
 	"callgate/internal/config"
 	"callgate/internal/kinds"
@@ -133,13 +136,31 @@ func Config(t testing.TB, mutate ...func(*config.Config)) *config.Config {
 	return cfg
 }
 
-// Store opens the config's database for assertions.
-func Store(t testing.TB, cfg *config.Config) *store.Store {
+// TestStore is the store of a test's database, plus direct access to that
+// database (DB, SQL) for setting up and asserting what the store's
+// operations do not cover. Production code goes through internal/store
+// only.
+type TestStore struct {
+	*store.Store
+	DB  *gorm.DB
+	SQL *sql.DB
+}
+
+// Store opens the config's database: its store, and a connection of the
+// test's own for assertions.
+func Store(t testing.TB, cfg *config.Config) *TestStore {
 	t.Helper()
 	st, err := store.Open(cfg.MySQL)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	return st
+	dsn, err := store.NormalizeDSN(cfg.MySQL.DSN, cfg.MySQL.DialTimeout)
+	require.NoError(t, err)
+	db, err := gorm.Open(gormmysql.Open(dsn), &gorm.Config{Logger: logger.Discard, SkipDefaultTransaction: true})
+	require.NoError(t, err)
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	return &TestStore{Store: st, DB: db, SQL: sqlDB}
 }
 
 // Eventually polls cond every 20 ms until it holds or timeout passes.

@@ -15,7 +15,6 @@ import (
 	"callgate/internal/config"
 	"callgate/internal/logistics"
 	"callgate/internal/metrics"
-	"callgate/internal/store"
 	"callgate/internal/testenv"
 	"callgate/internal/worker"
 )
@@ -30,7 +29,7 @@ func registry(h callback.HandlerFunc) *callback.Registry {
 
 // announceDirect stores a payment callback directly and announces it, as the
 // gateway would, and returns its id.
-func announceDirect(t *testing.T, cfg *config.Config, st *store.Store, event, key string) int64 {
+func announceDirect(t *testing.T, cfg *config.Config, st *testenv.TestStore, event, key string) int64 {
 	t.Helper()
 	res, err := st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: event, BusinessKey: key,
 		Payload: testenv.PaymentBody(key, event, 1000), TraceID: "0af7651916cd43dd8448eb211c80319c", ReceivedAt: time.Now()})
@@ -39,7 +38,7 @@ func announceDirect(t *testing.T, cfg *config.Config, st *store.Store, event, ke
 	return res.ID
 }
 
-func waitRow(t *testing.T, st *store.Store, id int64, what string, cond func(*callback.Log) bool) *callback.Log {
+func waitRow(t *testing.T, st *testenv.TestStore, id int64, what string, cond func(*callback.Log) bool) *callback.Log {
 	t.Helper()
 	var l *callback.Log
 	testenv.Eventually(t, 30*time.Second, func() bool {
@@ -51,7 +50,7 @@ func waitRow(t *testing.T, st *store.Store, id int64, what string, cond func(*ca
 	return l
 }
 
-func attemptsOf(t *testing.T, st *store.Store, id int64) []callback.Attempt {
+func attemptsOf(t *testing.T, st *testenv.TestStore, id int64) []callback.Attempt {
 	t.Helper()
 	var out []callback.Attempt
 	require.NoError(t, st.DB.Where("log_id = ?", id).Order("attempt").Find(&out).Error)

@@ -11,10 +11,10 @@ import (
 
 	"github.com/go-co-op/gocron/v2"
 
-	"callgate/internal/admin"
 	"callgate/internal/broker"
 	"callgate/internal/config"
 	"callgate/internal/metrics"
+	"callgate/internal/replay"
 	"callgate/internal/scheduler"
 	"callgate/internal/store"
 )
@@ -26,8 +26,8 @@ const leaseName = "callgate-scheduler"
 // MySQL lease) and the per-instance gauges, and returns their stop func.
 func startJobs(ctx context.Context, cfg *config.Config, st *store.Store, topo broker.Topology, conn *broker.Connection, ann *broker.Announcer, m *metrics.Metrics, workerID string, log *slog.Logger) (func(), error) {
 	sc := cfg.Scheduler
-	elector := scheduler.NewElector(st.SQL, leaseName, workerID, sc.Lease)
-	comp := &scheduler.Compensation{DB: st.DB, Announcer: ann, Threshold: sc.Compensation.Threshold, BatchSize: sc.Compensation.BatchSize,
+	elector := scheduler.NewElector(st, leaseName, workerID, sc.Lease)
+	comp := &scheduler.Compensation{Store: st, Announcer: ann, Threshold: sc.Compensation.Threshold, BatchSize: sc.Compensation.BatchSize,
 		Kinds: topo.Kinds, MaxQueued: sc.Compensation.MaxQueued,
 		QueueDepth: func(kind string) (int, error) { return topo.QueueDepth(conn, kind) }, Log: log}
 	maxRetry := time.Duration(0)
@@ -36,12 +36,12 @@ func startJobs(ctx context.Context, cfg *config.Config, st *store.Store, topo br
 		maxRetry = max(maxRetry, s.Retry.Max)
 		sources = append(sources, s.Name)
 	}
-	stuck := &scheduler.Stuck{DB: st.DB, Horizon: maxRetry + sc.Compensation.Threshold + time.Minute, BatchSize: sc.Stuck.BatchSize, Log: log}
-	retention := &scheduler.Retention{DB: st.DB, MaxAge: sc.Retention.MaxAge, BatchSize: sc.Retention.BatchSize, Log: log}
-	replays := &admin.ReplayRunner{DB: st.DB, Announcer: ann, Threshold: sc.Compensation.Threshold,
+	stuck := &scheduler.Stuck{Store: st, Horizon: maxRetry + sc.Compensation.Threshold + time.Minute, BatchSize: sc.Stuck.BatchSize, Log: log}
+	retention := &scheduler.Retention{Store: st, MaxAge: sc.Retention.MaxAge, BatchSize: sc.Retention.BatchSize, Log: log}
+	replays := &replay.Runner{Store: st, Announcer: ann, Threshold: sc.Compensation.Threshold,
 		Rate: cfg.Admin.ReplayRate, Interval: sc.Compensation.Interval, Log: log,
 		OnReplayed: func(n int) { m.Replayed.WithLabelValues("bulk").Add(float64(n)) }}
-	gauges := &scheduler.Gauges{DB: st.DB, Metrics: m, Sources: sources, Leader: elector.Leader,
+	gauges := &scheduler.Gauges{Store: st, Metrics: m, Sources: sources, Leader: elector.Leader,
 		UnroutedDepth: func() (int, error) { return topo.UnroutedDepth(conn) }}
 
 	fleet, err := scheduler.New(log, m, []scheduler.Job{

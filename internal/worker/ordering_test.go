@@ -16,7 +16,6 @@ import (
 
 	"callgate/internal/callback"
 	"callgate/internal/config"
-	"callgate/internal/store"
 	"callgate/internal/testenv"
 	"callgate/internal/worker"
 )
@@ -83,7 +82,7 @@ func newCallback(source, kind, key, eventID string, n int) *callback.Log {
 }
 
 // insertCallbacks stores cbs one by one, in order, and returns their ids.
-func insertCallbacks(t *testing.T, st *store.Store, cbs []*callback.Log) []int64 {
+func insertCallbacks(t *testing.T, st *testenv.TestStore, cbs []*callback.Log) []int64 {
 	t.Helper()
 	ids := make([]int64, len(cbs))
 	for i, cb := range cbs {
@@ -136,7 +135,7 @@ func waitConsumers(t *testing.T, queue string, n int) {
 }
 
 // countStatus counts the callbacks of kind with status.
-func countStatus(t *testing.T, st *store.Store, kind string, status callback.Status) int {
+func countStatus(t *testing.T, st *testenv.TestStore, kind string, status callback.Status) int {
 	t.Helper()
 	var n int64
 	require.NoError(t, st.DB.Model(&callback.Log{}).Where("kind = ? AND status = ?", kind, status).Count(&n).Error)
@@ -145,7 +144,7 @@ func countStatus(t *testing.T, st *store.Store, kind string, status callback.Sta
 
 // waitAllSuccess waits until want callbacks of kind are SUCCESS, failing at
 // once should any become FAILED.
-func waitAllSuccess(t *testing.T, st *store.Store, kind string, want int, timeout time.Duration) {
+func waitAllSuccess(t *testing.T, st *testenv.TestStore, kind string, want int, timeout time.Duration) {
 	t.Helper()
 	testenv.Eventually(t, timeout, func() bool {
 		require.Zero(t, countStatus(t, st, kind, callback.StatusFailed), "no callback may fail")
@@ -163,7 +162,7 @@ const (
 // throughputRun is one run of 4,000 payment callbacks through 4 workers.
 type throughputRun struct {
 	cfg      *config.Config
-	st       *store.Store
+	st       *testenv.TestStore
 	tracker  *keyTracker
 	ids      []int64
 	keyOf    map[int64]string

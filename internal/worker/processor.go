@@ -2,16 +2,12 @@ package worker
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
 	"time"
-
-	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"callgate/internal/broker"
 	"callgate/internal/callback"
@@ -41,7 +37,7 @@ type Announcer interface {
 
 // Processor runs one callback in its own transaction.
 type Processor struct {
-	DB       *gorm.DB
+	Store    *store.Store
 	Registry *callback.Registry
 	// Retry holds each source's retry policy, by source name.
 	Retry map[string]config.Retry
@@ -50,7 +46,7 @@ type Processor struct {
 	// Publisher publishes outbox rows after commit.
 	Publisher outbox.Publisher
 	// Marker records them SENT, sharing statements between callbacks.
-	Marker *outbox.Marker
+	Marker outbox.Marker
 	// Announcer wakes the next callback of a key.
 	Announcer Announcer
 	// ReannounceAfter is the safety net of a deferred callback.
@@ -76,9 +72,8 @@ type Hooks struct {
 	BeforeAck func(logID int64)
 }
 
-// Sentinels of the locked read.
+// Outcomes of the claim besides a callback to run.
 var (
-	errNotFound = errors.New("callback log not found")
 	errTerminal = errors.New("callback already terminal")
 	errDeferred = errors.New("an earlier callback of the same key is not finished")
 )
@@ -139,8 +134,8 @@ func (p *Processor) runOnce(workCtx context.Context, logID int64, started time.T
 	var r run
 	txCtx, cancel := context.WithTimeout(workCtx, p.HandlerTimeout)
 	defer cancel()
-	r.err = p.DB.WithContext(txCtx).Transaction(func(tx *gorm.DB) error {
-		cb, err := p.claim(tx, logID)
+	r.err = p.Store.InTx(txCtx, func(tx *store.Tx) error {
+		cb, err := p.claim(txCtx, tx, logID)
 		if cb != nil {
 			r.cb = *cb
 		}
@@ -156,27 +151,20 @@ func (p *Processor) runOnce(workCtx context.Context, logID int64, started time.T
 		if tracing.TraceID(handlerCtx) != cb.TraceID {
 			handlerCtx = tracing.FromTraceParent(txCtx, traceParentOf(cb))
 		}
-		w := outbox.NewWriter(tx, p.Exchange, cb, tracing.TraceParent(handlerCtx), started)
+		w := outbox.NewWriter(p.Store, tx, p.Exchange, cb, tracing.TraceParent(handlerCtx), started)
 		if r.handleErr = safeHandle(handlerCtx, h, tx, cb, w); r.handleErr != nil {
 			return r.handleErr
 		}
 		if err := w.Flush(txCtx); err != nil {
 			return err
 		}
-		finished := time.Now().UTC()
-		res := tx.Model(&callback.Log{}).Where("id = ?", cb.ID).Updates(map[string]any{
-			"status": callback.StatusSuccess, "attempts": cb.Attempts + 1, "processed_at": finished, "last_error": nil,
-		})
-		if res.Error != nil {
-			return res.Error
-		}
-		if err := tx.Create(&callback.Attempt{LogID: cb.ID, Attempt: cb.Attempts + 1, StartedAt: started,
-			FinishedAt: finished, Outcome: callback.OutcomeSuccess, WorkerID: p.WorkerID}).Error; err != nil {
+		if err := p.Store.MarkSucceededTx(txCtx, tx, &callback.Attempt{LogID: cb.ID, Attempt: cb.Attempts + 1, StartedAt: started,
+			FinishedAt: time.Now().UTC(), Outcome: callback.OutcomeSuccess, WorkerID: p.WorkerID}); err != nil {
 			return err
 		}
 		r.rows = w.Rows()
 		return nil
-	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	})
 	// The deadline, not the error, says whether the handler outlived its
 	// time: a handler that ignores its context returns nil and the commit
 	// fails instead.
@@ -195,31 +183,25 @@ func (p *Processor) runOnce(workCtx context.Context, logID int64, started time.T
 //     the key busy is deferred and woken by the holder.
 //
 // A deferral costs no worker slot, so a slow key never holds up another.
-func (p *Processor) claim(tx *gorm.DB, logID int64) (*callback.Log, error) {
-	var cb callback.Log
-	if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&cb, logID).Error; err != nil {
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return nil, errNotFound
-		}
+func (p *Processor) claim(ctx context.Context, tx *store.Tx, logID int64) (*callback.Log, error) {
+	cb, err := p.Store.ClaimCallbackTx(ctx, tx, logID, true)
+	if err != nil {
 		return nil, err
 	}
 	if cb.Status.Terminal() {
-		return &cb, errTerminal
+		return cb, errTerminal
 	}
-	var earlier []int64
-	if err := tx.Raw(`SELECT id FROM callback_log WHERE business_key = ? AND kind = ? AND status = 'PENDING' AND id < ? LIMIT 1`,
-		cb.BusinessKey, cb.Kind, cb.ID).Scan(&earlier).Error; err != nil {
-		return &cb, err
+	if earlier, err := p.Store.EarlierPendingTx(ctx, tx, cb); err != nil {
+		return cb, err
+	} else if earlier {
+		return cb, errDeferred
 	}
-	if len(earlier) > 0 {
-		return &cb, errDeferred
-	}
-	if busy, err := lockKey(tx, cb.Kind, cb.BusinessKey); err != nil {
-		return &cb, err
+	if busy, err := p.Store.LockKeyTx(ctx, tx, cb.Kind, cb.BusinessKey); err != nil {
+		return cb, err
 	} else if busy {
-		return &cb, errDeferred
+		return cb, errDeferred
 	}
-	return &cb, nil
+	return cb, nil
 }
 
 // settle acts on a run's outcome: publish and ack after a commit, defer,
@@ -248,7 +230,7 @@ func (p *Processor) settle(workCtx context.Context, logID int64, r *run, started
 			p.Hooks.BeforeAck(logID)
 		}
 		return Ack
-	case errors.Is(r.err, errNotFound):
+	case errors.Is(r.err, store.ErrNotFound):
 		log.WarnContext(logCtx, "worker: no such callback, dropping message")
 		return Ack
 	case errors.Is(r.err, errTerminal):
@@ -297,33 +279,18 @@ func (p *Processor) recordFailure(ctx, logCtx context.Context, cb *callback.Log,
 	attempt := cb.Attempts + 1
 	finished := time.Now().UTC()
 	msg := truncate(cause.Error(), 4000)
-	outcome := callback.OutcomeRetry
-	updates := map[string]any{"attempts": attempt, "last_error": msg}
+	f := store.Failure{Attempt: callback.Attempt{LogID: cb.ID, Attempt: attempt, StartedAt: started, FinishedAt: finished,
+		Outcome: callback.OutcomeRetry, Error: &msg, WorkerID: p.WorkerID}}
 	// The budget counts from the last replay (attempts_base).
 	if callback.IsPermanent(cause) || attempt-cb.AttemptsBase >= retry.MaxAttempts {
-		outcome = callback.OutcomeFailed
-		updates["status"] = callback.StatusFailed
-		updates["processed_at"] = finished
+		f.Final = true
+		f.Attempt.Outcome = callback.OutcomeFailed
 	} else {
-		updates["next_attempt_at"] = finished.Add(Backoff(retry, attempt))
+		f.NextAttemptAt = finished.Add(Backoff(retry, attempt))
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	var stale bool
-	err := p.DB.WithContext(wctx).Transaction(func(tx *gorm.DB) error {
-		// Only if nobody settled the callback meanwhile (a duplicate
-		// delivery running at the same time).
-		res := tx.Model(&callback.Log{}).Where("id = ? AND status = ? AND attempts = ?", cb.ID, callback.StatusPending, cb.Attempts).Updates(updates)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			stale = true
-			return nil
-		}
-		return tx.Create(&callback.Attempt{LogID: cb.ID, Attempt: attempt, StartedAt: started, FinishedAt: finished,
-			Outcome: outcome, Error: &msg, WorkerID: p.WorkerID}).Error
-	})
+	stale, err := p.Store.RecordFailure(wctx, f)
 	log := p.Log.With("log_id", cb.ID, "source", cb.Source, "attempt", attempt)
 	if err != nil {
 		log.WarnContext(logCtx, "worker: could not record failed attempt, message requeued", "error", err, "cause", msg)
@@ -333,7 +300,7 @@ func (p *Processor) recordFailure(ctx, logCtx context.Context, cb *callback.Log,
 		log.InfoContext(logCtx, "worker: callback settled by another delivery meanwhile", "cause", msg)
 		return Ack
 	}
-	if outcome == callback.OutcomeFailed {
+	if f.Final {
 		log.WarnContext(logCtx, "worker: callback FAILED", "error", msg)
 		p.Metrics.FailedTransitions.WithLabelValues(cb.Kind).Inc()
 		p.observe(cb.Kind, "failed", started)
@@ -341,7 +308,7 @@ func (p *Processor) recordFailure(ctx, logCtx context.Context, cb *callback.Log,
 	} else {
 		p.Metrics.Retries.WithLabelValues(cb.Kind).Inc()
 		p.observe(cb.Kind, "retry", started)
-		log.InfoContext(logCtx, "worker: attempt failed, will retry", "error", msg, "next_attempt_at", updates["next_attempt_at"])
+		log.InfoContext(logCtx, "worker: attempt failed, will retry", "error", msg, "next_attempt_at", f.NextAttemptAt)
 	}
 	return Ack
 }
@@ -360,33 +327,9 @@ func (p *Processor) deferCallback(ctx context.Context, cb *callback.Log) {
 	due := time.Now().UTC().Add(p.ReannounceAfter)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	err := p.DB.WithContext(wctx).Model(&callback.Log{}).
-		Where("id = ? AND status = ? AND next_attempt_at < ?", cb.ID, callback.StatusPending, due).
-		Update("next_attempt_at", due).Error
-	if err != nil {
+	if err := p.Store.PushBack(wctx, cb.ID, due); err != nil {
 		p.Log.Warn("worker: could not push back a deferred callback", "log_id", cb.ID, "error", err)
 	}
-}
-
-// lockKey locks the key's callback_key row until the transaction ends, or
-// reports busy when another transaction holds it.
-func lockKey(tx *gorm.DB, kind, key string) (busy bool, err error) {
-	var found []string
-	err = tx.Raw(`SELECT kind FROM callback_key WHERE kind = ? AND business_key = ? FOR UPDATE NOWAIT`, kind, key).Scan(&found).Error
-	if store.IsLockNotAvailable(err) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	now := time.Now().UTC()
-	if len(found) == 0 {
-		// First callback of this key: create the row (and so hold it).
-		err = tx.Exec(`INSERT INTO callback_key (kind, business_key, locked_at) VALUES (?, ?, ?)
-			ON DUPLICATE KEY UPDATE locked_at = VALUES(locked_at)`, kind, key, now).Error
-		return false, err
-	}
-	return false, tx.Exec(`UPDATE callback_key SET locked_at = ? WHERE kind = ? AND business_key = ?`, now, kind, key).Error
 }
 
 // wakeNext announces the earliest unfinished callback of cb's key, which
@@ -394,25 +337,22 @@ func lockKey(tx *gorm.DB, kind, key string) (busy bool, err error) {
 func (p *Processor) wakeNext(ctx context.Context, cb *callback.Log) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	var next callback.Log
-	err := p.DB.WithContext(wctx).Select("id", "kind", "trace_id").
-		Where("business_key = ? AND kind = ? AND id <> ? AND status = ?", cb.BusinessKey, cb.Kind, cb.ID, callback.StatusPending).
-		Order("id").Limit(1).Find(&next).Error
-	if err != nil || next.ID == 0 {
+	next, err := p.Store.NextPendingOfKey(wctx, cb.Kind, cb.BusinessKey, cb.ID)
+	if err != nil || next == nil {
 		return
 	}
-	p.Announcer.Announce(broker.Announcement{LogID: next.ID, Kind: next.Kind, TraceParent: traceParentOf(&next)})
+	p.Announcer.Announce(broker.Announcement{LogID: next.ID, Kind: next.Kind, TraceParent: traceParentOf(next)})
 }
 
 // safeHandle runs the handler, turning a panic into a permanent failure:
 // a handler that panics on a callback will panic again.
-func safeHandle(ctx context.Context, h callback.Handler, tx *gorm.DB, cb *callback.Log, out callback.Outbox) (err error) {
+func safeHandle(ctx context.Context, h callback.Handler, tx *store.Tx, cb *callback.Log, out callback.Outbox) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = callback.Permanentf("handler panic: %v\n%s", r, truncate(string(debug.Stack()), 2000))
 		}
 	}()
-	return h.Handle(ctx, tx, cb, out)
+	return h.Handle(ctx, tx.Gorm(), cb, out)
 }
 
 // traceParentOf continues the stored trace, so the worker's logs and the

@@ -80,7 +80,7 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 
 	pub := downstream.NewPublisher(conn, "callgate-worker")
 	defer pub.Close()
-	marker := outbox.NewMarker(st.DB)
+	marker := st.NewSentMarker()
 	defer marker.Close()
 
 	retry := make(map[string]config.Retry, len(cfg.Sources))
@@ -88,7 +88,7 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 		retry[s.Name] = s.Retry
 	}
 	proc := &Processor{
-		DB:              st.DB,
+		Store:           st,
 		Registry:        reg,
 		Retry:           retry,
 		Exchange:        topo.DownstreamExchange(),
@@ -108,7 +108,7 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 		Interval:  cfg.Scheduler.OutboxRelay.Interval,
 		MinAge:    cfg.Scheduler.OutboxRelay.MinAge,
 		BatchSize: cfg.Scheduler.OutboxRelay.BatchSize,
-	}, st.DB, pub, log)
+	}, st, pub, log)
 	relay.OnBatch = func(sent int) { m.OutboxPublished.WithLabelValues("relay").Add(float64(sent)) }
 	if err := relay.Start(context.WithoutCancel(ctx)); err != nil {
 		return err

@@ -20,7 +20,6 @@ import (
 	"callgate/internal/logistics"
 	"callgate/internal/outbox"
 	"callgate/internal/payment"
-	"callgate/internal/store"
 	"callgate/internal/testenv"
 	"callgate/internal/worker"
 )
@@ -38,7 +37,7 @@ func fast(c *config.Config) {
 
 type env struct {
 	cfg        *config.Config
-	st         *store.Store
+	st         *testenv.TestStore
 	gw         *testenv.Gateway
 	downstream *testenv.Queue
 }

@@ -1,4 +1,4 @@
-package admin_test
+package console_test
 
 import (
 	"context"
@@ -21,7 +21,6 @@ import (
 
 	"callgate/internal/callback"
 	"callgate/internal/config"
-	"callgate/internal/store"
 	"callgate/internal/testenv"
 	"callgate/internal/worker"
 )
@@ -42,7 +41,7 @@ const (
 type pageEnv struct {
 	cfg *config.Config
 	gw  *testenv.Gateway
-	st  *store.Store
+	st  *testenv.TestStore
 	ctx context.Context // the browser tab
 	// dialogs counts confirm() dialogs app.js opened (all accepted).
 	dialogs atomic.Int32

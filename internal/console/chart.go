@@ -1,6 +1,7 @@
-package admin
+package console
 
 import (
+	"callgate/internal/admin"
 	"fmt"
 	"math"
 )
@@ -45,7 +46,7 @@ type chartLabel struct {
 }
 
 // newChart lays the series out on a fixed 900x200 canvas.
-func newChart(series []Point) chart {
+func newChart(series []admin.Point) chart {
 	c := chart{Width: 900, Height: 200, Left: 44, Top: 10, Right: 890, Bottom: 170}
 	var peak int64
 	for _, p := range series {

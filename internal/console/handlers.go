@@ -1,7 +1,11 @@
-package admin
+package console
 
 import (
 	"bytes"
+	"callgate/internal/admin"
+	"callgate/internal/callback"
+	"callgate/internal/replay"
+	"callgate/internal/store"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +23,7 @@ import (
 var callbackStatuses = []string{"PENDING", "SUCCESS", "FAILED"}
 
 // pageID reads :id; false means it answered.
-func (h *Handler) pageID(c *gin.Context) (int64, bool) {
+func (h *Console) pageID(c *gin.Context) (int64, bool) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id < 1 {
 		h.renderError(c, http.StatusNotFound, "Not found.")
@@ -42,7 +46,7 @@ type countRow struct {
 }
 
 type dashboardView struct {
-	Stats    *Stats
+	Stats    *admin.Stats
 	Statuses []string
 	Rows     []countRow
 	Totals   []countCell
@@ -53,7 +57,7 @@ type dashboardView struct {
 	UnroutedKnown bool
 }
 
-func (h *Handler) dashboard(c *gin.Context) {
+func (h *Console) dashboard(c *gin.Context) {
 	st, err := h.Service.Stats(c.Request.Context())
 	if err != nil {
 		h.pageFail(c, err)
@@ -113,20 +117,20 @@ func (f listForm) values() url.Values {
 type listView struct {
 	Form     listForm
 	Statuses []string
-	Items    []Summary
+	Items    []callback.Summary
 	// Older is the next page's URL, Newest the first page's (when not on
 	// it).
 	Older, Newest string
 	Searched      bool
 }
 
-func (h *Handler) callbacksPage(c *gin.Context) {
+func (h *Console) callbacksPage(c *gin.Context) {
 	q := func(k string) string { return strings.TrimSpace(c.Query(k)) }
 	form := listForm{Status: q("status"), Source: q("source"), Kind: q("kind"), Key: q("key"), EventID: q("event_id"),
 		Since: q("since"), Until: q("until"), Limit: q("limit"), Cursor: q("cursor")}
 	lv := listView{Form: form, Statuses: callbackStatuses, Searched: len(form.values()) > 0}
 	v := &view{Title: "Callbacks", Nav: "callbacks", Page: &lv}
-	f, err := listFilter(func(k string) string {
+	f, err := admin.ParseListFilter(func(k string) string {
 		switch k {
 		case "since", "until":
 			return normTime(q(k))
@@ -176,7 +180,7 @@ func normTime(s string) string {
 // --- callback detail and replay ---
 
 type detailView struct {
-	D *Detail
+	D *admin.Detail
 	// Payload is pretty-printed when it is JSON.
 	Payload       string
 	PayloadIsJSON bool
@@ -186,7 +190,7 @@ type detailView struct {
 	Force         bool
 }
 
-func (h *Handler) loadDetail(c *gin.Context, id int64) (*detailView, error) {
+func (h *Console) loadDetail(c *gin.Context, id int64) (*detailView, error) {
 	d, err := h.Service.Get(c.Request.Context(), id)
 	if err != nil {
 		return nil, err
@@ -203,7 +207,7 @@ func (h *Handler) loadDetail(c *gin.Context, id int64) (*detailView, error) {
 	return dv, nil
 }
 
-func (h *Handler) detailPage(c *gin.Context) {
+func (h *Console) detailPage(c *gin.Context) {
 	id, ok := h.pageID(c)
 	if !ok {
 		return
@@ -220,14 +224,14 @@ func (h *Handler) detailPage(c *gin.Context) {
 	h.render(c, http.StatusOK, "detail", v)
 }
 
-func (h *Handler) replayPage(c *gin.Context) {
+func (h *Console) replayPage(c *gin.Context) {
 	id, ok := h.pageID(c)
 	if !ok {
 		return
 	}
 	reason := c.PostForm("reason")
 	force := c.PostForm("force") != ""
-	_, err := h.Service.Replay(c.Request.Context(), c.GetString(ctxActor), id, reason, force)
+	_, err := h.Replays.Replay(c.Request.Context(), c.GetString(admin.CtxActor), id, reason, force)
 	if err == nil {
 		c.Redirect(http.StatusSeeOther, fmt.Sprintf("/admin/callbacks/%d?replayed=1", id))
 		return
@@ -261,14 +265,14 @@ func readBulkForm(c *gin.Context) bulkForm {
 		ErrorContains: p("error_contains"), IDs: p("ids"), Reason: p("reason"), ConfirmLarge: p("confirm_large") != ""}
 }
 
-// filter turns the form into a BulkFilter.
-func (f bulkForm) filter() (BulkFilter, error) {
-	bf := BulkFilter{Status: f.Status, Source: f.Source, Kind: f.Kind, ErrorContains: f.ErrorContains}
+// filter turns the form into a replay.BulkFilter.
+func (f bulkForm) filter() (replay.BulkFilter, error) {
+	bf := replay.BulkFilter{Status: f.Status, Source: f.Source, Kind: f.Kind, ErrorContains: f.ErrorContains}
 	var err error
-	if bf.Since, err = parseTime(normTime(f.Since)); err != nil {
+	if bf.Since, err = admin.ParseTime(normTime(f.Since)); err != nil {
 		return bf, errors.New("since: want RFC 3339, e.g. 2026-01-02T00:00:00Z")
 	}
-	if bf.Until, err = parseTime(normTime(f.Until)); err != nil {
+	if bf.Until, err = admin.ParseTime(normTime(f.Until)); err != nil {
 		return bf, errors.New("until: want RFC 3339, e.g. 2026-01-02T00:00:00Z")
 	}
 	for _, s := range strings.FieldsFunc(f.IDs, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\r' || r == '\t' }) {
@@ -282,16 +286,16 @@ func (f bulkForm) filter() (BulkFilter, error) {
 }
 
 type replaysView struct {
-	Jobs []Job
+	Jobs []store.ReplayJob
 	Form bulkForm
 }
 
-func (h *Handler) replaysPage(c *gin.Context) {
+func (h *Console) replaysPage(c *gin.Context) {
 	h.showReplays(c, http.StatusOK, bulkForm{Status: "FAILED"}, "")
 }
 
-func (h *Handler) showReplays(c *gin.Context, status int, form bulkForm, msg string) {
-	jobs, err := h.Service.ListJobs(c.Request.Context(), 50)
+func (h *Console) showReplays(c *gin.Context, status int, form bulkForm, msg string) {
+	jobs, err := h.Replays.ListJobs(c.Request.Context(), 50)
 	if err != nil {
 		h.pageFail(c, err)
 		return
@@ -301,10 +305,10 @@ func (h *Handler) showReplays(c *gin.Context, status int, form bulkForm, msg str
 
 type dryRunView struct {
 	Form   bulkForm
-	Result *DryRunResult
+	Result *replay.DryRunResult
 }
 
-func (h *Handler) dryRunPage(c *gin.Context) {
+func (h *Console) dryRunPage(c *gin.Context) {
 	form := readBulkForm(c)
 	f, err := form.filter()
 	if err != nil {
@@ -312,14 +316,14 @@ func (h *Handler) dryRunPage(c *gin.Context) {
 		return
 	}
 	if form.Reason == "" {
-		h.showReplays(c, http.StatusBadRequest, form, ErrReasonRequired.Error())
+		h.showReplays(c, http.StatusBadRequest, form, replay.ErrReasonRequired.Error())
 		return
 	}
 	h.showDryRun(c, http.StatusOK, form, f, "")
 }
 
-func (h *Handler) showDryRun(c *gin.Context, status int, form bulkForm, f BulkFilter, msg string) {
-	res, err := h.Service.DryRun(c.Request.Context(), f)
+func (h *Console) showDryRun(c *gin.Context, status int, form bulkForm, f replay.BulkFilter, msg string) {
+	res, err := h.Replays.DryRun(c.Request.Context(), f)
 	if err != nil {
 		if st, umsg := userError(err); st != 0 {
 			h.showReplays(c, st, form, umsg)
@@ -331,17 +335,17 @@ func (h *Handler) showDryRun(c *gin.Context, status int, form bulkForm, f BulkFi
 	h.render(c, status, "dryrun", &view{Title: "Confirm bulk replay", Nav: "replays", Error: msg, Page: dryRunView{Form: form, Result: res}})
 }
 
-func (h *Handler) createJobPage(c *gin.Context) {
+func (h *Console) createJobPage(c *gin.Context) {
 	form := readBulkForm(c)
 	f, err := form.filter()
 	if err != nil {
 		h.showReplays(c, http.StatusBadRequest, form, err.Error())
 		return
 	}
-	job, err := h.Service.CreateJob(c.Request.Context(), c.GetString(ctxActor), form.Reason, f, form.ConfirmLarge)
+	job, err := h.Replays.CreateJob(c.Request.Context(), c.GetString(admin.CtxActor), form.Reason, f, form.ConfirmLarge)
 	if err != nil {
 		switch status, msg := userError(err); {
-		case errors.Is(err, ErrTooLarge):
+		case errors.Is(err, replay.ErrTooLarge):
 			h.showDryRun(c, status, form, f, msg)
 		case status != 0:
 			h.showReplays(c, status, form, msg)
@@ -354,21 +358,21 @@ func (h *Handler) createJobPage(c *gin.Context) {
 }
 
 type jobView struct {
-	Job    *Job
+	Job    *store.ReplayJob
 	Filter string
 }
 
-func (h *Handler) jobPage(c *gin.Context) {
+func (h *Console) jobPage(c *gin.Context) {
 	id, ok := h.pageID(c)
 	if !ok {
 		return
 	}
-	job, err := h.Service.GetJob(c.Request.Context(), id)
+	job, err := h.Replays.GetJob(c.Request.Context(), id)
 	if err != nil {
 		h.pageFail(c, err)
 		return
 	}
-	v := &view{Title: fmt.Sprintf("Replay job %d", id), Nav: "replays", Refresh: job.Status == JobRunning,
+	v := &view{Title: fmt.Sprintf("Replay job %d", id), Nav: "replays", Refresh: job.Status == store.ReplayRunning,
 		Page: jobView{Job: job, Filter: prettyJSON(job.Filter)}}
 	switch {
 	case c.Query("created") == "1":
@@ -376,18 +380,18 @@ func (h *Handler) jobPage(c *gin.Context) {
 	case c.Query("cancelled") == "1":
 		v.Flash = "Replay job cancelled; what it replayed so far stays replayed."
 	case c.Query("error") == "finished":
-		v.Error = ErrJobFinished.Error() + "."
+		v.Error = replay.ErrJobFinished.Error() + "."
 	}
 	h.render(c, http.StatusOK, "job", v)
 }
 
-func (h *Handler) cancelJobPage(c *gin.Context) {
+func (h *Console) cancelJobPage(c *gin.Context) {
 	id, ok := h.pageID(c)
 	if !ok {
 		return
 	}
-	if _, err := h.Service.CancelJob(c.Request.Context(), c.GetString(ctxActor), id); err != nil {
-		if errors.Is(err, ErrJobFinished) {
+	if _, err := h.Replays.CancelJob(c.Request.Context(), c.GetString(admin.CtxActor), id); err != nil {
+		if errors.Is(err, replay.ErrJobFinished) {
 			c.Redirect(http.StatusSeeOther, fmt.Sprintf("/admin/replays/%d?error=finished", id))
 			return
 		}
@@ -400,12 +404,12 @@ func (h *Handler) cancelJobPage(c *gin.Context) {
 // --- audit ---
 
 type auditRow struct {
-	AuditEntry
+	store.AuditEntry
 	Link   string
 	Filter string
 }
 
-func (h *Handler) auditPage(c *gin.Context) {
+func (h *Console) auditPage(c *gin.Context) {
 	entries, err := h.Service.Audit(c.Request.Context(), 200)
 	if err != nil {
 		h.pageFail(c, err)

@@ -1,7 +1,15 @@
-package admin
+// Package console is the operators' web page under /admin/: a dashboard,
+// the callbacks with their payloads, attempts and lineage, single and bulk
+// replays, the audit trail. It is server-rendered HTML (html/template, so
+// every value is escaped for its context), with no inline script or style
+// (the CSP forbids both), every page usable without JavaScript. It shares
+// its authentication (tokens, limiter, sessions) and services with the API
+// through *admin.Handler, and is served by the gateway.
+package console
 
 import (
 	"bytes"
+	"callgate/internal/admin"
 	"crypto/hmac"
 	"errors"
 	"fmt"
@@ -9,27 +17,21 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 )
 
-// The operator web page: server-rendered HTML (html/template, so every
-// value is escaped for its context), no inline script or style (the CSP
-// forbids both), every page usable without JavaScript. The session is a
-// server-side row (session.go) named by a random id in an HttpOnly,
-// SameSite=Strict cookie scoped to /admin; every POST also carries a CSRF
-// field derived from that id.
+// The session is a server-side row (internal/admin, session.go) named by a
+// random id in an HttpOnly, SameSite=Strict cookie scoped to /admin, whose
+// lifetime is the row's (admin.SessionMaxAge); every POST also carries a
+// CSRF field derived from that id.
 
 const (
 	// sessionCookie holds the session id (never the admin token).
 	sessionCookie = "callgate_admin"
-	// sessionMaxAge is both the cookie's lifetime and the row's: the
-	// server refuses the session after it whatever the browser keeps.
-	sessionMaxAge = 8 * time.Hour
 	// csrfField is the hidden form field every POST carries.
 	csrfField = "csrf"
-	// ctxSession is the request's *pageSession.
+	// ctxSession is the request's *admin.Session.
 	ctxSession = "callgate.admin.session"
 	// maxFormBytes bounds a POSTed form (the bulk form's ids list is the
 	// largest thing an operator sends).
@@ -41,8 +43,20 @@ const (
 const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
 
-// mountPage adds the web page under /admin/.
-func (h *Handler) mountPage(r *gin.Engine) {
+// Console serves the web page.
+type Console struct {
+	*admin.Handler
+}
+
+// New returns the console of the operator surface h.
+func New(h *admin.Handler) *Console { return &Console{Handler: h} }
+
+// Mount adds the web page under /admin/. With no admin token configured it
+// adds nothing (404: off, not open).
+func (h *Console) Mount(r *gin.Engine) {
+	if !h.Enabled() {
+		return
+	}
 	pub := r.Group("/admin", pageHeaders)
 	pub.GET("/static/:file", serveStatic)
 	pub.GET("/login", h.loginForm)
@@ -82,18 +96,18 @@ func noStore(c *gin.Context) {
 // the login page. A cookie that names no live session (logged out,
 // expired, copied from before a logout, guessed) counts as a failed
 // authentication and is cleared.
-func (h *Handler) session(c *gin.Context) {
+func (h *Console) session(c *gin.Context) {
 	sess, err := h.requestSession(c)
 	switch {
 	case err == nil:
-	case errors.Is(err, ErrNoSession):
+	case errors.Is(err, admin.ErrNoSession):
 		if h.hasSessionCookie(c) {
 			if h.pageTooManyFailures(c) {
 				c.Abort()
 				return
 			}
-			h.Failures.Fail(clientAddr(c))
-			h.Log.WarnContext(c.Request.Context(), "admin: rejected page session", "path", c.Request.URL.Path, "remote", clientAddr(c))
+			h.Limiter().Fail(admin.ClientAddr(c))
+			h.Log.WarnContext(c.Request.Context(), "admin: rejected page session", "path", c.Request.URL.Path, "remote", admin.ClientAddr(c))
 			h.setSession(c, "", -1)
 		}
 		target := "/admin/login"
@@ -110,43 +124,43 @@ func (h *Handler) session(c *gin.Context) {
 		c.Abort()
 		return
 	}
-	c.Set(ctxActor, sess.actor)
+	c.Set(admin.CtxActor, sess.Actor)
 	c.Set(ctxSession, sess)
 	c.Next()
 }
 
 // requestSession is the live session of the request's cookie, or
-// ErrNoSession.
-func (h *Handler) requestSession(c *gin.Context) (*pageSession, error) {
+// admin.ErrNoSession.
+func (h *Console) requestSession(c *gin.Context) (*admin.Session, error) {
 	ck, err := c.Request.Cookie(sessionCookie)
 	if err != nil || ck.Value == "" {
-		return nil, ErrNoSession
+		return nil, admin.ErrNoSession
 	}
-	return h.checkSession(c.Request.Context(), ck.Value)
+	return h.CheckSession(c.Request.Context(), ck.Value)
 }
 
 // currentSession is the session the session middleware admitted, or nil.
-func currentSession(c *gin.Context) *pageSession {
+func currentSession(c *gin.Context) *admin.Session {
 	v, _ := c.Get(ctxSession)
-	s, _ := v.(*pageSession)
+	s, _ := v.(*admin.Session)
 	return s
 }
 
-func (h *Handler) hasSessionCookie(c *gin.Context) bool {
+func (h *Console) hasSessionCookie(c *gin.Context) bool {
 	ck, err := c.Request.Cookie(sessionCookie)
 	return err == nil && ck.Value != ""
 }
 
 // pageTooManyFailures answers 429 (a page) when the client failed to
 // authenticate too often; see FailureLimiter.
-func (h *Handler) pageTooManyFailures(c *gin.Context) bool {
-	blocked, wait := h.Failures.Blocked(clientAddr(c))
+func (h *Console) pageTooManyFailures(c *gin.Context) bool {
+	blocked, wait := h.Limiter().Blocked(admin.ClientAddr(c))
 	if !blocked {
 		return false
 	}
 	secs := max(1, int(wait.Seconds()+0.5))
 	c.Header("Retry-After", strconv.Itoa(secs))
-	h.Log.WarnContext(c.Request.Context(), "admin: too many failed authentications", "remote", clientAddr(c))
+	h.Log.WarnContext(c.Request.Context(), "admin: too many failed authentications", "remote", admin.ClientAddr(c))
 	h.render(c, http.StatusTooManyRequests, "login", &view{Title: "Log in",
 		Error: fmt.Sprintf("Too many failed attempts from your address. Try again in %d seconds.", secs), Page: loginView{Next: "/admin/"}})
 	return true
@@ -155,7 +169,7 @@ func (h *Handler) pageTooManyFailures(c *gin.Context) bool {
 // csrf checks every POST: the form must carry the session's CSRF value,
 // and a browser that says the request comes from another site is refused
 // whatever it carries.
-func (h *Handler) csrf(c *gin.Context) {
+func (h *Console) csrf(c *gin.Context) {
 	if c.Request.Method != http.MethodPost {
 		c.Next()
 		return
@@ -165,9 +179,9 @@ func (h *Handler) csrf(c *gin.Context) {
 	}
 	sess := currentSession(c)
 	got := c.Request.PostForm.Get(csrfField)
-	if crossSite(c) || sess == nil || !hmac.Equal([]byte(got), []byte(sess.id.csrf())) {
+	if crossSite(c) || sess == nil || !hmac.Equal([]byte(got), []byte(sess.ID.CSRF())) {
 		h.Log.WarnContext(c.Request.Context(), "admin: rejected page POST without a valid CSRF token",
-			"path", c.Request.URL.Path, "actor", c.GetString(ctxActor), "remote", clientAddr(c))
+			"path", c.Request.URL.Path, "actor", c.GetString(admin.CtxActor), "remote", admin.ClientAddr(c))
 		h.renderError(c, http.StatusForbidden, "The form is missing its security token or it is out of date. Go back, reload the page and try again.")
 		c.Abort()
 		return
@@ -184,7 +198,7 @@ func crossSite(c *gin.Context) bool {
 }
 
 // readForm parses a bounded POST body; false means it answered.
-func (h *Handler) readForm(c *gin.Context) bool {
+func (h *Console) readForm(c *gin.Context) bool {
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxFormBytes)
 	if err := c.Request.ParseForm(); err != nil {
 		status := http.StatusBadRequest
@@ -200,7 +214,7 @@ func (h *Handler) readForm(c *gin.Context) bool {
 }
 
 // loginForm shows the login page (or goes on when already logged in).
-func (h *Handler) loginForm(c *gin.Context) {
+func (h *Console) loginForm(c *gin.Context) {
 	c.Header("Cache-Control", "no-store")
 	if _, err := h.requestSession(c); err == nil {
 		c.Redirect(http.StatusSeeOther, safeNext(c.Query("next")))
@@ -216,7 +230,7 @@ func (h *Handler) loginForm(c *gin.Context) {
 type loginView struct{ Next string }
 
 // login checks the token and starts the session.
-func (h *Handler) login(c *gin.Context) {
+func (h *Console) login(c *gin.Context) {
 	c.Header("Cache-Control", "no-store")
 	if !h.readForm(c) {
 		return
@@ -232,35 +246,35 @@ func (h *Handler) login(c *gin.Context) {
 	token := strings.TrimSpace(c.Request.PostForm.Get("token"))
 	name, err := h.Tokens.Authenticate(token)
 	if err != nil {
-		h.Failures.Fail(clientAddr(c))
-		h.Log.WarnContext(c.Request.Context(), "admin: rejected page login", "remote", clientAddr(c))
+		h.Limiter().Fail(admin.ClientAddr(c))
+		h.Log.WarnContext(c.Request.Context(), "admin: rejected page login", "remote", admin.ClientAddr(c))
 		h.render(c, http.StatusUnauthorized, "login", &view{Title: "Log in",
 			Error: "That token is not valid. Use an admin token (CALLGATE_ADMIN_TOKEN).", Page: loginView{Next: next}})
 		return
 	}
 	ctx := c.Request.Context()
 	h.endOldSession(c)
-	id, err := h.startSession(ctx, name)
+	id, err := h.StartSession(ctx, name)
 	if err != nil {
 		h.Log.ErrorContext(ctx, "admin: could not start a page session", "actor", name, "error", err)
 		h.renderError(c, http.StatusServiceUnavailable, "Storage is temporarily unavailable, please retry.")
 		return
 	}
-	h.setSession(c, id.String(), int(sessionMaxAge.Seconds()))
-	h.Log.InfoContext(ctx, "admin: page login", "actor", name, "remote", clientAddr(c))
-	h.Service.Record(ctx, name, "login", clientAddr(c))
+	h.setSession(c, id.String(), int(admin.SessionMaxAge.Seconds()))
+	h.Log.InfoContext(ctx, "admin: page login", "actor", name, "remote", admin.ClientAddr(c))
+	h.Service.Record(ctx, name, "login", admin.ClientAddr(c))
 	c.Redirect(http.StatusSeeOther, next)
 }
 
 // endOldSession deletes the session a browser logging in again still
 // carries, so it does not live on beside the new one.
-func (h *Handler) endOldSession(c *gin.Context) {
+func (h *Console) endOldSession(c *gin.Context) {
 	ck, err := c.Request.Cookie(sessionCookie)
 	if err != nil {
 		return
 	}
-	if id, ok := parseSessionID(ck.Value); ok {
-		if err := h.Service.deleteSession(c.Request.Context(), id); err != nil {
+	if id, ok := admin.ParseSessionID(ck.Value); ok {
+		if err := h.EndSession(c.Request.Context(), id); err != nil {
 			h.Log.WarnContext(c.Request.Context(), "admin: could not delete the previous session", "error", err)
 		}
 	}
@@ -270,18 +284,18 @@ func (h *Handler) endOldSession(c *gin.Context) {
 // nothing afterwards, then clears the cookie. If the row cannot be deleted
 // the operator is told and stays logged in rather than believing a live
 // session ended.
-func (h *Handler) logout(c *gin.Context) {
+func (h *Console) logout(c *gin.Context) {
 	sess := currentSession(c)
-	if err := h.Service.deleteSession(c.Request.Context(), sess.id); err != nil {
+	if err := h.EndSession(c.Request.Context(), sess.ID); err != nil {
 		h.pageFail(c, err)
 		return
 	}
-	h.Log.InfoContext(c.Request.Context(), "admin: page logout", "actor", sess.actor, "remote", clientAddr(c))
+	h.Log.InfoContext(c.Request.Context(), "admin: page logout", "actor", sess.Actor, "remote", admin.ClientAddr(c))
 	h.setSession(c, "", -1)
 	c.Redirect(http.StatusSeeOther, "/admin/login?out=1")
 }
 
-func (h *Handler) setSession(c *gin.Context, value string, maxAge int) {
+func (h *Console) setSession(c *gin.Context, value string, maxAge int) {
 	http.SetCookie(c.Writer, &http.Cookie{
 		Name:     sessionCookie,
 		Value:    value,
@@ -321,12 +335,12 @@ type view struct {
 
 // render executes a page into a buffer first, so a template error never
 // sends half a page.
-func (h *Handler) render(c *gin.Context, status int, name string, v *view) {
+func (h *Console) render(c *gin.Context, status int, name string, v *view) {
 	if v.Actor == "" {
-		v.Actor = c.GetString(ctxActor)
+		v.Actor = c.GetString(admin.CtxActor)
 	}
 	if sess := currentSession(c); sess != nil {
-		v.CSRF = sess.id.csrf()
+		v.CSRF = sess.ID.CSRF()
 	}
 	t, ok := pageTemplates[name]
 	var buf bytes.Buffer
@@ -344,13 +358,13 @@ func (h *Handler) render(c *gin.Context, status int, name string, v *view) {
 }
 
 // renderError shows a message in the layout.
-func (h *Handler) renderError(c *gin.Context, status int, msg string) {
+func (h *Console) renderError(c *gin.Context, status int, msg string) {
 	h.render(c, status, "error", &view{Title: http.StatusText(status), Error: msg})
 }
 
 // pageFail shows a service error: the ones the operator can act on with
 // their message, unexpected ones logged and not shown.
-func (h *Handler) pageFail(c *gin.Context, err error) {
+func (h *Console) pageFail(c *gin.Context, err error) {
 	if status, msg := userError(err); status != 0 {
 		h.renderError(c, status, msg)
 		return
@@ -362,13 +376,12 @@ func (h *Handler) pageFail(c *gin.Context, err error) {
 // userError is the status and message of an error the operator can act on,
 // or 0 for one that is not theirs.
 func userError(err error) (int, string) {
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return http.StatusNotFound, "Not found."
-	case errors.Is(err, ErrReasonRequired), errors.Is(err, ErrEmptyFilter), errors.Is(err, ErrBadFilter):
-		return http.StatusBadRequest, err.Error()
-	case errors.Is(err, ErrNotReplayable), errors.Is(err, ErrTooLarge), errors.Is(err, ErrJobFinished):
-		return http.StatusConflict, err.Error()
+	switch status := admin.UserErrorStatus(err); status {
+	case 0:
+		return 0, ""
+	case http.StatusNotFound:
+		return status, "Not found."
+	default:
+		return status, err.Error()
 	}
-	return 0, ""
 }

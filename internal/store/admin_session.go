@@ -1,0 +1,58 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// AdminSession is one row of admin_session: a console login. The id is
+// never stored, only its hash.
+type AdminSession struct {
+	IDHash    []byte    `gorm:"column:id_hash;primaryKey"`
+	Actor     string    `gorm:"column:actor"`
+	TokenMAC  []byte    `gorm:"column:token_mac"`
+	CreatedAt time.Time `gorm:"column:created_at"`
+	ExpiresAt time.Time `gorm:"column:expires_at"`
+}
+
+// TableName tells gorm the table.
+func (AdminSession) TableName() string { return "admin_session" }
+
+// CreateSession stores a new console session.
+func (s *Store) CreateSession(ctx context.Context, row *AdminSession) error {
+	// Create rather than a raw INSERT: gorm expands a []byte right after
+	// "(" in raw SQL into a list of its bytes.
+	if err := s.q(ctx, nil).Create(row).Error; err != nil {
+		return fmt.Errorf("error creating admin session: %w", translate(err))
+	}
+	return nil
+}
+
+// Session returns the session whose id hashes to idHash (ErrNotFound when
+// there is none).
+func (s *Store) Session(ctx context.Context, idHash []byte) (*AdminSession, error) {
+	var row AdminSession
+	if err := s.q(ctx, nil).Where("id_hash = ?", idHash).Take(&row).Error; err != nil {
+		return nil, fmt.Errorf("error reading admin session: %w", translate(err))
+	}
+	return &row, nil
+}
+
+// DeleteSession ends a session; ending one that is already gone is fine.
+func (s *Store) DeleteSession(ctx context.Context, idHash []byte) error {
+	if err := s.q(ctx, nil).Exec(`DELETE FROM admin_session WHERE id_hash = ?`, idHash).Error; err != nil {
+		return fmt.Errorf("error deleting admin session: %w", translate(err))
+	}
+	return nil
+}
+
+// PurgeSessions deletes up to limit sessions that expired before now,
+// oldest first, and returns how many went.
+func (s *Store) PurgeSessions(ctx context.Context, now time.Time, limit int) (int64, error) {
+	res := s.q(ctx, nil).Exec(`DELETE FROM admin_session WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`, now, limit)
+	if res.Error != nil {
+		return 0, fmt.Errorf("error purging expired admin sessions: %w", translate(res.Error))
+	}
+	return res.RowsAffected, nil
+}
