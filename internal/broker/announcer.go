@@ -11,13 +11,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// Announcement tells the workers of one kind that callback LogID waits.
-type Announcement struct {
-	LogID       int64
-	Kind        string
-	TraceParent string
-}
-
 // AnnouncerConfig configures an Announcer.
 type AnnouncerConfig struct {
 	// Exchange receives the announcements; the routing key is the kind.
@@ -172,9 +165,7 @@ func (a *Announcer) publishOn(ctx context.Context, conn *amqp.Connection, untilE
 			return ErrNotConnected
 		case an = <-a.queue:
 		}
-		body = append(body[:0], `{"log_id":`...)
-		body = strconv.AppendInt(body, an.LogID, 10)
-		body = append(body, '}')
+		body = an.appendBody(body[:0])
 		msg := amqp.Publishing{
 			ContentType:  "application/json",
 			DeliveryMode: amqp.Persistent,

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"callgate/internal/config"
 )
 
 // Topology names and declares every exchange and queue of one prefix.
@@ -27,6 +29,12 @@ type Topology struct {
 	// older callgate (without its alternate exchange). Default:
 	// slog.Default().
 	Log *slog.Logger
+}
+
+// NewTopology is the topology of an AMQP config for the given kinds: the
+// one place a process's exchange and queue names come from.
+func NewTopology(cfg config.AMQP, kinds []string) Topology {
+	return Topology{Prefix: cfg.Prefix, Kinds: kinds, Quorum: cfg.QueueType == config.QueueTypeQuorum}
 }
 
 // argAlternateExchange is RabbitMQ's exchange argument (and policy key)

@@ -72,7 +72,7 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 	defer func() { _ = exporter.Shutdown(context.WithoutCancel(ctx)) }()
 
 	m := metrics.New("gateway")
-	topo := Topology(cfg)
+	topo := broker.NewTopology(cfg.AMQP, kinds.Names())
 	mq := broker.Start(cfg.AMQP, "callgate-gateway", topo, announceDrain, m.BrokerReconnects.Inc, log)
 	defer mq.Stop()
 	conn, ann := mq.Conn, mq.Announcer
@@ -197,15 +197,6 @@ func checkRowsFit(ctx context.Context, st *store.Store, cfg *config.Config, log 
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// Topology is the broker topology of cfg.
-func Topology(cfg *config.Config) broker.Topology {
-	return broker.Topology{
-		Prefix: cfg.AMQP.Prefix,
-		Kinds:  kinds.Names(),
-		Quorum: cfg.AMQP.QueueType == config.QueueTypeQuorum,
-	}
 }
 
 // masks collects each source's mask_fields.

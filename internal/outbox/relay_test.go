@@ -22,7 +22,7 @@ import (
 // worker.Run builds it, until the test ends, and waits for it to be up.
 func connect(t *testing.T, cfg *config.Config, url string) *broker.Connection {
 	t.Helper()
-	topo := broker.Topology{Prefix: cfg.AMQP.Prefix, Kinds: kinds.Names(), Quorum: cfg.AMQP.QueueType == config.QueueTypeQuorum}
+	topo := broker.NewTopology(cfg.AMQP, kinds.Names())
 	conn := broker.NewConnection(broker.ConnectionConfig{
 		URL:          url,
 		Name:         "callgate-relay-test",

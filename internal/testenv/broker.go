@@ -91,7 +91,7 @@ func (q *Queue) Depth() int {
 // connection.
 func Announcer(t testing.TB, cfg *config.Config) (*broker.Announcer, *broker.Connection) {
 	t.Helper()
-	topo := broker.Topology{Prefix: cfg.AMQP.Prefix, Kinds: kinds.Names()}
+	topo := broker.NewTopology(cfg.AMQP, kinds.Names())
 	log := Logger(t, cfg)
 	conn := broker.NewConnection(broker.ConnectionConfig{URL: cfg.AMQP.URL, Name: "test", Setup: topo.Declare,
 		ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second}, log)

@@ -54,7 +54,7 @@ func Downstream(t testing.TB, cfg *config.Config) *Queue {
 	name := cfg.AMQP.Prefix + ".downstream.test"
 	q := OpenQueue(t, name)
 	ch := q.Channel()
-	topo := broker.Topology{Prefix: cfg.AMQP.Prefix}
+	topo := broker.NewTopology(cfg.AMQP, nil)
 	require.NoError(t, ch.ExchangeDeclare(topo.DownstreamExchange(), amqp.ExchangeTopic, true, false, false, false, topo.DownstreamArgs()))
 	_, err := ch.QueueDeclare(name, true, false, false, false, nil)
 	require.NoError(t, err)

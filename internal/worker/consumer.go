@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"sync"
 	"time"
@@ -95,20 +94,16 @@ func (c *consumer) consumeOn(ctx, workCtx context.Context, conn *amqp.Connection
 	}
 }
 
-type announcement struct {
-	LogID int64 `json:"log_id"`
-}
-
 func (c *consumer) handle(ctx context.Context, d amqp.Delivery) {
-	var an announcement
-	if err := json.Unmarshal(d.Body, &an); err != nil || an.LogID <= 0 {
+	logID, err := broker.ParseAnnouncement(d.Body)
+	if err != nil {
 		// Not something we announced: nothing to process, nothing to retry.
 		c.log.Warn("worker: unreadable message dropped", "queue", c.queue, "body", string(truncateBytes(d.Body, 200)))
 		_ = d.Ack(false)
 		return
 	}
 	tp, _ := d.Headers[tracing.HeaderTraceParent].(string)
-	switch c.proc.Process(ctx, an.LogID, tp) {
+	switch c.proc.Process(ctx, logID, tp) {
 	case Requeue:
 		select {
 		case <-time.After(requeuePause):
@@ -119,7 +114,7 @@ func (c *consumer) handle(ctx context.Context, d amqp.Delivery) {
 		if err := d.Ack(false); err != nil {
 			// The channel is gone; the broker redelivers and idempotency
 			// absorbs it.
-			c.log.Debug("worker: ack failed", "log_id", an.LogID, "error", err)
+			c.log.Debug("worker: ack failed", "log_id", logID, "error", err)
 		}
 	}
 }

@@ -72,7 +72,7 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 	if m == nil {
 		m = metrics.New("worker")
 	}
-	topo := broker.Topology{Prefix: cfg.AMQP.Prefix, Kinds: reg.Kinds(), Quorum: cfg.AMQP.QueueType == config.QueueTypeQuorum}
+	topo := broker.NewTopology(cfg.AMQP, reg.Kinds())
 	mq := broker.Start(cfg.AMQP, "callgate-worker "+workerID, topo, announceDrain, m.BrokerReconnects.Inc, log)
 	defer mq.Stop()
 	conn, ann := mq.Conn, mq.Announcer
