@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/knadh/koanf/parsers/yaml"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.yaml.in/yaml/v3"
 
 	"callgate/internal/config"
 	"callgate/internal/kinds"
@@ -234,7 +234,8 @@ func (b *bench) writeConfig(name string, v variant) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading -config: %w (run from the repository root, or pass -config)", err)
 	}
-	tree, err := yaml.Parser().Unmarshal(raw)
+	var tree map[string]any
+	err = yaml.Unmarshal(raw, &tree)
 	if err != nil {
 		return "", fmt.Errorf("parsing %s: %w", b.o.config, err)
 	}
@@ -271,7 +272,7 @@ func (b *bench) writeConfig(name string, v variant) (string, error) {
 		set("worker.metrics_addr", "off")
 	}
 	set("worker.id", "bench-worker-"+b.runID)
-	out, err := yaml.Parser().Marshal(tree)
+	out, err := yaml.Marshal(tree)
 	if err != nil {
 		return "", err
 	}

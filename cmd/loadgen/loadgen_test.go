@@ -15,6 +15,7 @@ import (
 	"callgate/internal/config"
 	"callgate/internal/kinds"
 	"callgate/internal/signature"
+	"callgate/internal/source"
 )
 
 // The callbacks loadgen sends are what paydemo's verifier and extractor
@@ -25,7 +26,7 @@ func TestGeneratedCallbacksVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var src *config.Source
+	var src *source.Config
 	for i := range cfg.Sources {
 		if cfg.Sources[i].Name == "paydemo" {
 			src = &cfg.Sources[i]

@@ -65,7 +65,7 @@ func run(args []string, stderr io.Writer) int {
 
 	ctx, stop := shutdown.OnSignal(log, "worker")
 	defer stop()
-	if err := worker.Run(ctx, cfg, reg, log, worker.Options{Hooks: faultHooks(log)}); err != nil {
+	if err := worker.Run(ctx, cfg.WorkerSettings(), reg, log, worker.Options{Hooks: faultHooks(log)}); err != nil {
 		log.Error("worker: stopped with error", "error", err)
 		return 1
 	}

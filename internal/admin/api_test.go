@@ -268,8 +268,8 @@ func TestAdminSingleReplay(t *testing.T) {
 func TestAdminBulkReplay(t *testing.T) {
 	t.Parallel()
 	e := setupAPI(t, func(c *config.Config) {
-		c.Admin.ReplayCap = 5
-		c.Admin.ReplayRate = 20 // 2 per 100 ms tick
+		c.Admin.Replay.Cap = 5
+		c.Admin.Replay.Rate = 20 // 2 per 100 ms tick
 	})
 	var ids []int64
 	for i := range 8 {

@@ -45,7 +45,7 @@ type Announcer struct {
 // NewAnnouncer returns an Announcer; call Run to start publishing.
 func NewAnnouncer(cfg AnnouncerConfig, conn *Connection, log *slog.Logger) *Announcer {
 	if cfg.Window < 1 {
-		cfg.Window = 256
+		cfg.Window = ConfirmWindowDefault
 	}
 	return &Announcer{cfg: cfg, conn: conn, log: log, queue: make(chan Announcement, cfg.Buffer), stopped: make(chan struct{})}
 }

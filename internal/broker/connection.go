@@ -57,10 +57,10 @@ type Connection struct {
 // NewConnection returns a Connection; call Run to connect.
 func NewConnection(cfg ConnectionConfig, log *slog.Logger) *Connection {
 	if cfg.ReconnectMin <= 0 {
-		cfg.ReconnectMin = 500 * time.Millisecond
+		cfg.ReconnectMin = ReconnectMinDefault
 	}
 	if cfg.ReconnectMax < cfg.ReconnectMin {
-		cfg.ReconnectMax = 30 * time.Second
+		cfg.ReconnectMax = max(ReconnectMaxDefault, cfg.ReconnectMin)
 	}
 	c := &Connection{cfg: cfg, log: log, ready: make(chan struct{})}
 	c.lastErrMsg.Store("not connected yet")

@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"time"
-
-	"callgate/internal/config"
 )
 
 // Runtime is a process's running broker side: the self-healing connection
@@ -20,7 +18,8 @@ type Runtime struct {
 
 // Start connects (in the background, redialing forever) with topo declared
 // on every connect, and starts the announcer. Stop undoes it.
-func Start(cfg config.AMQP, name string, topo Topology, drain time.Duration, onReconnect func(), log *slog.Logger) *Runtime {
+func Start(cfg Config, name string, topo Topology, drain time.Duration, onReconnect func(), log *slog.Logger) *Runtime {
+	cfg = cfg.WithDefaults()
 	topo.Log = log
 	conn := NewConnection(ConnectionConfig{
 		URL:          cfg.URL,

@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-
-	"callgate/internal/config"
 )
 
 // Topology names and declares every exchange and queue of one prefix.
@@ -33,8 +31,9 @@ type Topology struct {
 
 // NewTopology is the topology of an AMQP config for the given kinds: the
 // one place a process's exchange and queue names come from.
-func NewTopology(cfg config.AMQP, kinds []string) Topology {
-	return Topology{Prefix: cfg.Prefix, Kinds: kinds, Quorum: cfg.QueueType == config.QueueTypeQuorum}
+func NewTopology(cfg Config, kinds []string) Topology {
+	cfg = cfg.WithDefaults()
+	return Topology{Prefix: cfg.Prefix, Kinds: kinds, Quorum: cfg.QueueType == QueueTypeQuorum}
 }
 
 // argAlternateExchange is RabbitMQ's exchange argument (and policy key)

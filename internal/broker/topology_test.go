@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"callgate/internal/broker"
-	"callgate/internal/config"
 	"callgate/internal/kinds"
 	"callgate/internal/testenv"
 )
@@ -213,7 +212,7 @@ func TestDeclareStillRefusesAnotherDownstreamType(t *testing.T) {
 // for on the old exchange (published without mandatory, as by any
 // publisher).
 func TestUnroutedPolicyFixesOldExchange(t *testing.T) {
-	if _, err := exec.LookPath("rabbitmqctl"); err != nil || testenv.AMQPURL() != config.DefaultAMQPURL {
+	if _, err := exec.LookPath("rabbitmqctl"); err != nil || testenv.AMQPURL() != broker.URLDefault {
 		t.Skip("needs rabbitmqctl for the local broker")
 	}
 	t.Parallel()

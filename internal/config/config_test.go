@@ -65,8 +65,8 @@ func TestDefaultsAndExpansion(t *testing.T) {
 	require.Equal(t, "callgate", cfg.AMQP.Prefix)
 	require.Equal(t, "classic", cfg.AMQP.QueueType)
 	require.Equal(t, ":8080", cfg.HTTP.Addr)
-	require.Equal(t, 8, cfg.KindWorker("payment").Concurrency)
-	require.Equal(t, 16, cfg.KindWorker("payment").Prefetch)
+	require.Equal(t, 8, cfg.Worker.Kind("payment").Concurrency)
+	require.Equal(t, 16, cfg.Worker.Kind("payment").Prefetch)
 }
 
 func TestEnvironmentOverrides(t *testing.T) {

@@ -61,7 +61,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 	e := &pageEnv{}
 	e.cfg = testenv.Config(t, func(c *config.Config) {
 		c.Admin.Token = browserActor + ":" + browserSecret + ",bob:bob-secret-0123456789"
-		c.Admin.ReplayCap = 3 // the bulk replay below (4) needs confirm_large
+		c.Admin.Replay.Cap = 3 // the bulk replay below (4) needs confirm_large
 		c.Scheduler.Compensation.Interval = 100 * time.Millisecond
 		c.Scheduler.OutboxRelay.Interval = 100 * time.Millisecond
 		c.Worker.ShutdownTimeout = 5 * time.Second

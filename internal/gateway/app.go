@@ -17,6 +17,7 @@ import (
 	"callgate/internal/kinds"
 	"callgate/internal/metrics"
 	"callgate/internal/replay"
+	"callgate/internal/source"
 	"callgate/internal/store"
 	"callgate/internal/tracing"
 )
@@ -121,7 +122,7 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 			Store:      st,
 			Announcer:  ann,
 			Threshold:  cfg.Scheduler.Compensation.Threshold,
-			Cap:        cfg.Admin.ReplayCap,
+			Cap:        cfg.Admin.Replay.Cap,
 			Log:        log,
 			OnReplayed: m.Replayed.WithLabelValues("single").Inc,
 		},
@@ -200,7 +201,7 @@ func checkRowsFit(ctx context.Context, st *store.Store, cfg *config.Config, log 
 }
 
 // masks collects each source's mask_fields.
-func masks(sources []config.Source) map[string][]string {
+func masks(sources []source.Config) map[string][]string {
 	out := map[string][]string{}
 	for _, s := range sources {
 		if len(s.MaskFields) > 0 {

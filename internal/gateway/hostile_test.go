@@ -17,6 +17,7 @@ import (
 
 	"callgate/internal/config"
 	"callgate/internal/signature"
+	"callgate/internal/source"
 	"callgate/internal/testenv"
 )
 
@@ -25,18 +26,18 @@ const hmacSecret = "strict-source-secret"
 // hostileSources adds sources that exercise each defence.
 func hostileSources(c *config.Config) {
 	c.Admin.Token = "ops:ops-token-0123456789"
-	hmacSig := config.Signature{Scheme: "hmac-sha256", Header: "X-Signature", Encoding: "hex", Secrets: []string{hmacSecret}}
-	base := config.Source{Kind: "payment", EventID: config.EventID{Fields: []string{"paymentNo"}}, BusinessKey: "orderCode"}
+	hmacSig := source.Signature{Scheme: "hmac-sha256", Header: "X-Signature", Encoding: "hex", Secrets: []string{hmacSecret}}
+	base := source.Config{Kind: "payment", EventID: source.EventID{Fields: []string{"paymentNo"}}, BusinessKey: "orderCode"}
 	strict := base
 	strict.Name, strict.Signature, strict.ContentTypes, strict.MaxBodyBytes = "strict", hmacSig, []string{"application/json"}, 512
 	walled := base
 	walled.Name, walled.Signature, walled.AllowIPs = "walled", hmacSig, []string{"192.0.2.0/24"}
 	limited := base
-	limited.Name, limited.Signature, limited.RateLimit = "limited", hmacSig, config.RateLimit{Rate: 0.001, Burst: 1}
+	limited.Name, limited.Signature, limited.RateLimit = "limited", hmacSig, source.RateLimit{Rate: 0.001, Burst: 1}
 	stripe := base
-	stripe.Name, stripe.Signature = "stripedemo", config.Signature{Scheme: "stripe", Secrets: []string{"whsec_stripe_test_secret"}}
-	for _, s := range []config.Source{strict, walled, limited, stripe} {
-		c.Sources = append(c.Sources, s.WithDefaultsForTest())
+	stripe.Name, stripe.Signature = "stripedemo", source.Signature{Scheme: "stripe", Secrets: []string{"whsec_stripe_test_secret"}}
+	for _, s := range []source.Config{strict, walled, limited, stripe} {
+		c.Sources = append(c.Sources, s.WithDefaults())
 	}
 }
 
@@ -228,7 +229,7 @@ func TestFloodOnOneSourceDoesNotHurtAnother(t *testing.T) {
 	b := setup(t, hostileSources, func(c *config.Config) {
 		for i := range c.Sources {
 			if c.Sources[i].Name == "limited" {
-				c.Sources[i].RateLimit = config.RateLimit{Rate: 50, Burst: 50}
+				c.Sources[i].RateLimit = source.RateLimit{Rate: 50, Burst: 50}
 			}
 		}
 	})

@@ -12,6 +12,7 @@ import (
 
 	"callgate/internal/config"
 	"callgate/internal/gateway"
+	"callgate/internal/source"
 	"callgate/internal/testenv"
 )
 
@@ -21,7 +22,7 @@ import (
 func paymentsByFields(c *config.Config) {
 	for i := range c.Sources {
 		if c.Sources[i].Name == "paydemo" {
-			c.Sources[i].EventID = config.EventID{Fields: []string{"paymentNo"}, Separator: ":", IgnoreScheme: true}
+			c.Sources[i].EventID = source.EventID{Fields: []string{"paymentNo"}, Separator: ":", IgnoreScheme: true}
 		}
 	}
 }

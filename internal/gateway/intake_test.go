@@ -13,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"callgate/internal/broker"
 	"callgate/internal/callback"
 	"callgate/internal/config"
 	"callgate/internal/testenv"
@@ -376,7 +377,7 @@ func bothModes(t *testing.T, test func(t *testing.T, mode func(*config.Config)))
 // the queues are declared as quorum queues and callbacks flow through them.
 func TestQuorumQueues(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *config.Config) { c.AMQP.QueueType = config.QueueTypeQuorum })
+	b := setup(t, func(c *config.Config) { c.AMQP.QueueType = broker.QueueTypeQuorum })
 	body := testenv.PaymentBody("ORD-Q", "PAY-Q", 1)
 	a := testenv.Post(t, b.gw.URL, "paydemo", body, testenv.PaydemoHeaders(t, b.cfg, "msg_q", time.Now(), body))
 	require.Equal(t, http.StatusOK, a.Status)

@@ -18,13 +18,13 @@ import (
 	"golang.org/x/time/rate"
 
 	"callgate/internal/callback"
-	"callgate/internal/config"
 	"callgate/internal/signature"
+	"callgate/internal/source"
 )
 
 // Source is one configured platform, ready to serve.
 type Source struct {
-	Config    config.Source
+	Config    source.Config
 	Verifier  signature.Verifier
 	Extractor callback.Extractor
 	// body renders a custom success body; nil means the default JSON.
@@ -44,7 +44,7 @@ type Source struct {
 var commonStoredHeaders = []string{"Content-Type", "User-Agent", "Traceparent", "Tracestate", "X-Request-Id", "X-Forwarded-For"}
 
 // NewSource builds a Source from its config.
-func NewSource(cfg config.Source) (*Source, error) {
+func NewSource(cfg source.Config) (*Source, error) {
 	v, err := signature.New(cfg.Signature.VerifierConfig())
 	if err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func NewSource(cfg config.Source) (*Source, error) {
 		s.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit.Rate), cfg.RateLimit.Burst)
 	}
 	for _, c := range cfg.AllowIPs {
-		p, err := config.ParseCIDR(c)
+		p, err := source.ParseCIDR(c)
 		if err != nil {
 			return nil, fmt.Errorf("allow_ips: %w", err)
 		}
@@ -88,7 +88,7 @@ func NewSource(cfg config.Source) (*Source, error) {
 }
 
 // NewSources builds every source; cfgs were validated by internal/config.
-func NewSources(cfgs []config.Source) (map[string]*Source, error) {
+func NewSources(cfgs []source.Config) (map[string]*Source, error) {
 	out := make(map[string]*Source, len(cfgs))
 	for i, c := range cfgs {
 		s, err := NewSource(c)

@@ -15,7 +15,7 @@ import (
 // RelayConfig configures a Relay.
 type RelayConfig struct {
 	// Interval between passes. Default 1s.
-	Interval time.Duration
+	Interval time.Duration `yaml:"interval"`
 	// MinAge leaves younger rows to the fast path: a row is taken only
 	// once it has been committed this long, by the database's clock (its
 	// created_at is written right before the commit). The fast path
@@ -23,9 +23,9 @@ type RelayConfig struct {
 	// path is still sending only when that takes longer than MinAge (a
 	// broker that stalls its confirms): delivery stays at least once.
 	// Default 5s.
-	MinAge time.Duration
+	MinAge time.Duration `yaml:"min_age"`
 	// BatchSize rows are claimed per transaction. Default 100.
-	BatchSize int
+	BatchSize int `yaml:"batch_size"`
 }
 
 // Relay defaults.
@@ -34,6 +34,14 @@ const (
 	RelayMinAgeDefault    = 5 * time.Second
 	RelayBatchSizeDefault = 100
 )
+
+// Validate reports every problem at once, each naming its field.
+func (c RelayConfig) Validate() error {
+	if c.Interval < 0 || c.MinAge < 0 || c.BatchSize < 1 {
+		return errors.New("interval and min_age must not be negative, batch_size at least 1")
+	}
+	return nil
+}
 
 // WithDefaults fills unset fields.
 func (c RelayConfig) WithDefaults() RelayConfig {

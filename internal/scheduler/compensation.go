@@ -55,7 +55,7 @@ func (c *Compensation) RunOnce(ctx context.Context) (int, error) {
 	total := 0
 	maxQueued := c.MaxQueued
 	if maxQueued <= 0 {
-		maxQueued = 1000
+		maxQueued = CompensationMaxQueuedDefault
 	}
 	for _, kind := range c.Kinds {
 		if c.QueueDepth != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"callgate/internal/callback"
-	"callgate/internal/config"
 )
 
 // openTestStore is testenv.Store without the import cycle (testenv uses
@@ -24,7 +23,7 @@ func openTestStore(t *testing.T) *Store {
 	dsn := "root:@tcp(127.0.0.1:3306)/" + name
 	_, err := Migrate(dsn, 2*time.Second)
 	require.NoError(t, err)
-	st, err := Open(config.MySQL{DSN: dsn, MaxOpenConns: 8, MaxIdleConns: 8, DialTimeout: time.Second})
+	st, err := Open(Config{DSN: dsn, MaxOpenConns: 8, MaxIdleConns: 8, DialTimeout: time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_, _ = st.sql.Exec("DROP DATABASE IF EXISTS `" + name + "`")
@@ -168,8 +167,11 @@ func TestBatchRowsGetIDsInArrivalOrder(t *testing.T) {
 			go func() { _, err := b.InsertCallback(ctx, mk("hold", 1000)); holdDone <- err }()
 			waitForLockWait(t, st.sql)
 
-			// Sent in this order; their event ids sort the other way round.
+			// Sent in this order, a millisecond apart, each reaching the
+			// batcher before the next is sent; their event ids sort the
+			// other way round.
 			const n = 30
+			queue := b.queues[b.shard(mk("", 0))]
 			results := make([]chan InsertResult, n)
 			for i := range n {
 				results[i] = make(chan InsertResult, 1)
@@ -180,6 +182,7 @@ func TestBatchRowsGetIDsInArrivalOrder(t *testing.T) {
 					}
 					results[i] <- res
 				}()
+				require.Eventually(t, func() bool { return len(queue) == i+1 }, 5*time.Second, 100*time.Microsecond)
 				time.Sleep(time.Millisecond)
 			}
 			require.NoError(t, tx.Rollback())

@@ -109,4 +109,3 @@ func brokenConn(err error) bool {
 	var myErr *mysql.MySQLError
 	return errors.As(err, &myErr) && myErr.Number == errPacketTooLarge
 }
-

@@ -26,8 +26,6 @@ import (
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
-
-	"callgate/internal/config"
 )
 
 // Store is the database handle shared by a process.
@@ -68,7 +66,8 @@ func NormalizeDSN(dsn string, dialTimeout time.Duration) (string, error) {
 
 // Open connects the pool. It does not fail when MySQL is down: the pool dials
 // lazily, so a process can start and report unready until MySQL is back.
-func Open(cfg config.MySQL) (*Store, error) {
+func Open(cfg Config) (*Store, error) {
+	cfg = cfg.WithDefaults()
 	dsn, err := NormalizeDSN(cfg.DSN, cfg.DialTimeout)
 	if err != nil {
 		return nil, err

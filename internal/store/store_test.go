@@ -45,7 +45,7 @@ func TestMigrateTwiceAndConcurrently(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, versions[0], v)
 
-	st := testenv.Store(t, &config.Config{MySQL: config.MySQL{DSN: dsn, MaxOpenConns: 2, MaxIdleConns: 2, DialTimeout: time.Second}})
+	st := testenv.Store(t, &config.Config{MySQL: store.Config{DSN: dsn, MaxOpenConns: 2, MaxIdleConns: 2, DialTimeout: time.Second}})
 	for _, table := range []string{"callback_log", "orders", "shipments", "shipment_events"} {
 		var n int
 		require.NoError(t, st.SQL.QueryRow("SELECT COUNT(*) FROM "+table).Scan(&n), table)
@@ -85,7 +85,7 @@ func TestInsertCallbackDuplicateReturnsExistingID(t *testing.T) {
 
 func TestUnavailableWhenServerIsGone(t *testing.T) {
 	t.Parallel()
-	st, err := store.Open(config.MySQL{DSN: "root:@tcp(127.0.0.1:1)/x", MaxOpenConns: 1, MaxIdleConns: 1, DialTimeout: 500 * time.Millisecond})
+	st, err := store.Open(store.Config{DSN: "root:@tcp(127.0.0.1:1)/x", MaxOpenConns: 1, MaxIdleConns: 1, DialTimeout: 500 * time.Millisecond})
 	require.NoError(t, err, "opening does not need the server")
 	defer st.Close()
 	err = st.Ping(t.Context())

@@ -89,5 +89,5 @@ func Logger(t testing.TB, cfg *config.Config) *slog.Logger {
 	if testingVerboseLogs() {
 		w = os.Stderr
 	}
-	return logging.New(config.Log{Level: "debug", Format: "text"}, w)
+	return logging.New(logging.Config{Level: "debug", Format: "text"}, w)
 }

@@ -27,6 +27,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"callgate/internal/broker"
 	"callgate/internal/config"
 	"callgate/internal/kinds"
 	"callgate/internal/store"
@@ -45,7 +46,7 @@ func AMQPURL() string {
 	if v := os.Getenv("CALLGATE_TEST_AMQP_URL"); v != "" {
 		return v
 	}
-	return config.DefaultAMQPURL
+	return broker.URLDefault
 }
 
 // RepoRoot is the module root, found from this file's path.

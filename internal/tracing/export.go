@@ -75,3 +75,11 @@ func (e *Exporter) StartFromTraceParent(ctx context.Context, traceparent, name s
 	ctx, span := e.tracer.Start(parent, name, trace.WithSpanKind(trace.SpanKindConsumer))
 	return ctx, func() { span.End() }
 }
+
+// Config configures span export: the file's tracing section. The trace
+// context travels either way.
+type Config struct {
+	// OTLPEndpoint (e.g. http://otel-collector:4318) switches span export
+	// over OTLP/HTTP on. Default "": off.
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
+}

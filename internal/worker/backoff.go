@@ -4,14 +4,14 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"callgate/internal/config"
+	"callgate/internal/source"
 )
 
 // Backoff returns the delay before attempt+1 after attempt (1-based) failed:
 // exponential from retry.Initial, capped at retry.Max, with "equal jitter"
 // (half fixed, half random) so a burst of failures does not come back as
 // one burst.
-func Backoff(retry config.Retry, attempt int) time.Duration {
+func Backoff(retry source.Retry, attempt int) time.Duration {
 	d := retry.Initial
 	for i := 1; i < attempt && d < retry.Max; i++ {
 		d *= 2

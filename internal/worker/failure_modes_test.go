@@ -15,6 +15,7 @@ import (
 	"callgate/internal/config"
 	"callgate/internal/logistics"
 	"callgate/internal/metrics"
+	"callgate/internal/source"
 	"callgate/internal/testenv"
 	"callgate/internal/worker"
 )
@@ -67,7 +68,7 @@ func TestHandlerTimeoutIsAFailedAttempt(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	cfg := testenv.Config(t, fast, func(c *config.Config) {
 		c.Worker.HandlerTimeout = timeout
-		c.Sources[0].Retry = config.Retry{MaxAttempts: 2, Initial: 50 * time.Millisecond, Max: 100 * time.Millisecond}
+		c.Sources[0].Retry = source.Retry{MaxAttempts: 2, Initial: 50 * time.Millisecond, Max: 100 * time.Millisecond}
 	})
 	st := testenv.Store(t, cfg)
 	var calls atomic.Int64

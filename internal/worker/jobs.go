@@ -12,7 +12,6 @@ import (
 	"github.com/go-co-op/gocron/v2"
 
 	"callgate/internal/broker"
-	"callgate/internal/config"
 	"callgate/internal/metrics"
 	"callgate/internal/replay"
 	"callgate/internal/scheduler"
@@ -24,22 +23,22 @@ const leaseName = "callgate-scheduler"
 
 // startJobs starts the fleet-wide jobs (one instance per tick, chosen by the
 // MySQL lease) and the per-instance gauges, and returns their stop func.
-func startJobs(ctx context.Context, cfg *config.Config, st *store.Store, topo broker.Topology, conn *broker.Connection, ann *broker.Announcer, m *metrics.Metrics, workerID string, log *slog.Logger) (func(), error) {
-	sc := cfg.Scheduler
+func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.Topology, conn *broker.Connection, ann *broker.Announcer, m *metrics.Metrics, workerID string, log *slog.Logger) (func(), error) {
+	sc := set.Scheduler.WithDefaults()
 	elector := scheduler.NewElector(st, leaseName, workerID, sc.Lease)
 	comp := &scheduler.Compensation{Store: st, Announcer: ann, Threshold: sc.Compensation.Threshold, BatchSize: sc.Compensation.BatchSize,
 		Kinds: topo.Kinds, MaxQueued: sc.Compensation.MaxQueued,
 		QueueDepth: func(kind string) (int, error) { return topo.QueueDepth(conn, kind) }, Log: log}
 	maxRetry := time.Duration(0)
-	sources := make([]string, 0, len(cfg.Sources))
-	for _, s := range cfg.Sources {
-		maxRetry = max(maxRetry, s.Retry.Max)
+	sources := make([]string, 0, len(set.Sources))
+	for _, s := range set.Sources {
+		maxRetry = max(maxRetry, s.Retry.WithDefaults().Max)
 		sources = append(sources, s.Name)
 	}
 	stuck := &scheduler.Stuck{Store: st, Horizon: maxRetry + sc.Compensation.Threshold + time.Minute, BatchSize: sc.Stuck.BatchSize, Log: log}
 	retention := &scheduler.Retention{Store: st, MaxAge: sc.Retention.MaxAge, BatchSize: sc.Retention.BatchSize, Log: log}
 	replays := &replay.Runner{Store: st, Announcer: ann, Threshold: sc.Compensation.Threshold,
-		Rate: cfg.Admin.ReplayRate, Interval: sc.Compensation.Interval, Log: log,
+		Rate: set.Replay.WithDefaults().Rate, Interval: sc.Compensation.Interval, Log: log,
 		OnReplayed: func(n int) { m.Replayed.WithLabelValues("bulk").Add(float64(n)) }}
 	gauges := &scheduler.Gauges{Store: st, Metrics: m, Sources: sources, Leader: elector.Leader,
 		UnroutedDepth: func() (int, error) { return topo.UnroutedDepth(conn) }}

@@ -176,7 +176,7 @@ type throughputRun struct {
 func startThroughputRun(t *testing.T, keyFor func(i int) string) *throughputRun {
 	t.Helper()
 	cfg := testenv.Config(t, func(c *config.Config) {
-		c.Worker.Kinds[callback.KindPayment] = config.KindWorker{Concurrency: 16, Prefetch: 32}
+		c.Worker.Kinds[callback.KindPayment] = worker.KindConfig{Concurrency: 16, Prefetch: 32}
 		// 4 pools in one test against one MariaDB (max_connections 151):
 		// 16 transactions plus the wake-ups, relay and compensation fit.
 		c.MySQL.MaxOpenConns = 24
@@ -315,7 +315,7 @@ func TestPerKeyOrderingAcrossWorkers(t *testing.T) {
 func TestWorkloadIsolation(t *testing.T) {
 	t.Parallel()
 	cfg := testenv.Config(t, func(c *config.Config) {
-		c.Worker.Kinds[callback.KindPayment] = config.KindWorker{Concurrency: 2, Prefetch: 4}
+		c.Worker.Kinds[callback.KindPayment] = worker.KindConfig{Concurrency: 2, Prefetch: 4}
 	})
 	st := testenv.Store(t, cfg)
 

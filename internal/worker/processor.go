@@ -11,9 +11,9 @@ import (
 
 	"callgate/internal/broker"
 	"callgate/internal/callback"
-	"callgate/internal/config"
 	"callgate/internal/metrics"
 	"callgate/internal/outbox"
+	"callgate/internal/source"
 	"callgate/internal/store"
 	"callgate/internal/tracing"
 )
@@ -40,7 +40,7 @@ type Processor struct {
 	Store    *store.Store
 	Registry *callback.Registry
 	// Retry holds each source's retry policy, by source name.
-	Retry map[string]config.Retry
+	Retry map[string]source.Retry
 	// Exchange is the downstream exchange outbox rows go to.
 	Exchange string
 	// Publisher publishes outbox rows after commit.
@@ -274,7 +274,7 @@ func (p *Processor) settle(workCtx context.Context, logID int64, r *run, started
 func (p *Processor) recordFailure(ctx, logCtx context.Context, cb *callback.Log, started time.Time, cause error) Result {
 	retry, ok := p.Retry[cb.Source]
 	if !ok { // a source removed from the config since the callback came in
-		retry = config.Retry{MaxAttempts: config.RetryMaxAttemptsDefault, Initial: config.RetryInitialDefault, Max: config.RetryMaxDefault}
+		retry = source.Retry{}.WithDefaults()
 	}
 	attempt := cb.Attempts + 1
 	finished := time.Now().UTC()

@@ -16,10 +16,10 @@ import (
 
 	"callgate/internal/broker"
 	"callgate/internal/callback"
-	"callgate/internal/config"
 	"callgate/internal/downstream"
 	"callgate/internal/metrics"
 	"callgate/internal/outbox"
+	"callgate/internal/source"
 	"callgate/internal/store"
 	"callgate/internal/tracing"
 )
@@ -46,22 +46,24 @@ const announceDrain = 3 * time.Second
 // worker.shutdown_timeout, then cancel them; their messages go back to the
 // broker), stop the scheduler and relay, close the broker, then the
 // database.
-func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *slog.Logger, opts Options) error {
+func Run(ctx context.Context, set Settings, reg *callback.Registry, log *slog.Logger, opts Options) error {
 	if opts.Registry != nil {
 		reg = opts.Registry
 	}
-	st, err := store.Open(cfg.MySQL)
+	cfg := set.Worker.WithDefaults()
+	sched := set.Scheduler.WithDefaults()
+	st, err := store.Open(set.Store)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	exporter, err := tracing.NewExporter(ctx, cfg.Tracing.OTLPEndpoint, "callgate-worker")
+	exporter, err := tracing.NewExporter(ctx, set.Tracing.OTLPEndpoint, "callgate-worker")
 	if err != nil {
 		return err
 	}
 	defer func() { _ = exporter.Shutdown(context.WithoutCancel(ctx)) }()
 
-	workerID := cfg.Worker.ID
+	workerID := cfg.ID
 	if workerID == "" {
 		host, _ := os.Hostname()
 		workerID = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -72,8 +74,8 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 	if m == nil {
 		m = metrics.New("worker")
 	}
-	topo := broker.NewTopology(cfg.AMQP, reg.Kinds())
-	mq := broker.Start(cfg.AMQP, "callgate-worker "+workerID, topo, announceDrain, m.BrokerReconnects.Inc, log)
+	topo := broker.NewTopology(set.Broker, reg.Kinds())
+	mq := broker.Start(set.Broker, "callgate-worker "+workerID, topo, announceDrain, m.BrokerReconnects.Inc, log)
 	defer mq.Stop()
 	conn, ann := mq.Conn, mq.Announcer
 	m.ObserveAnnouncer(ann.Published, ann.Dropped, ann.Nacked)
@@ -83,9 +85,9 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 	marker := st.NewSentMarker()
 	defer marker.Close()
 
-	retry := make(map[string]config.Retry, len(cfg.Sources))
-	for _, s := range cfg.Sources {
-		retry[s.Name] = s.Retry
+	retry := make(map[string]source.Retry, len(set.Sources))
+	for _, s := range set.Sources {
+		retry[s.Name] = s.Retry.WithDefaults()
 	}
 	proc := &Processor{
 		Store:           st,
@@ -95,8 +97,8 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 		Publisher:       pub,
 		Marker:          marker,
 		Announcer:       ann,
-		ReannounceAfter: cfg.Scheduler.Compensation.Threshold,
-		HandlerTimeout:  cfg.Worker.HandlerTimeout,
+		ReannounceAfter: sched.Compensation.Threshold,
+		HandlerTimeout:  cfg.HandlerTimeout,
 		WorkerID:        workerID,
 		Log:             log,
 		Metrics:         m,
@@ -104,25 +106,21 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 		Hooks:           opts.Hooks,
 	}
 
-	relay := outbox.NewRelay(outbox.RelayConfig{
-		Interval:  cfg.Scheduler.OutboxRelay.Interval,
-		MinAge:    cfg.Scheduler.OutboxRelay.MinAge,
-		BatchSize: cfg.Scheduler.OutboxRelay.BatchSize,
-	}, st, pub, log)
+	relay := outbox.NewRelay(sched.OutboxRelay, st, pub, log)
 	relay.OnBatch = func(sent int) { m.OutboxPublished.WithLabelValues("relay").Add(float64(sent)) }
 	if err := relay.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
 	defer relay.Stop()
 
-	stopJobs, err := startJobs(ctx, cfg, st, topo, conn, ann, m, workerID, log)
+	stopJobs, err := startJobs(ctx, set, st, topo, conn, ann, m, workerID, log)
 	if err != nil {
 		return err
 	}
 	defer stopJobs()
 
-	if cfg.Worker.MetricsAddr != "off" || opts.MetricsListener != nil {
-		stopHTTP, err := serveMetrics(cfg.Worker.MetricsAddr, opts.MetricsListener, m, log)
+	if cfg.MetricsAddr != "off" || opts.MetricsListener != nil {
+		stopHTTP, err := serveMetrics(cfg.MetricsAddr, opts.MetricsListener, m, log)
 		if err != nil {
 			return err
 		}
@@ -135,7 +133,7 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 	defer cancelWork()
 	var consumers sync.WaitGroup
 	for _, kind := range reg.Kinds() {
-		kw := cfg.KindWorker(kind)
+		kw := cfg.Kind(kind)
 		c := &consumer{
 			kind: kind, queue: topo.Queue(kind), prefetch: kw.Prefetch, concurrency: kw.Concurrency,
 			conn: conn, proc: proc, log: log, tag: "callgate-worker-" + kind + "-" + workerID,
@@ -145,12 +143,12 @@ func Run(ctx context.Context, cfg *config.Config, reg *callback.Registry, log *s
 	log.Info("worker: started", "kinds", reg.Kinds())
 
 	<-ctx.Done()
-	log.Info("worker: stopping, waiting for in-flight callbacks", "timeout", cfg.Worker.ShutdownTimeout.String())
+	log.Info("worker: stopping, waiting for in-flight callbacks", "timeout", cfg.ShutdownTimeout.String())
 	done := make(chan struct{})
 	go func() { consumers.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(cfg.Worker.ShutdownTimeout):
+	case <-time.After(cfg.ShutdownTimeout):
 		log.Warn("worker: shutdown timeout, cancelling in-flight callbacks (their messages return to the broker)")
 		cancelWork()
 		<-done

@@ -20,6 +20,7 @@ import (
 	"callgate/internal/logistics"
 	"callgate/internal/outbox"
 	"callgate/internal/payment"
+	"callgate/internal/source"
 	"callgate/internal/testenv"
 	"callgate/internal/worker"
 )
@@ -27,7 +28,7 @@ import (
 // fast makes retries and scans quick enough for tests.
 func fast(c *config.Config) {
 	for i := range c.Sources {
-		c.Sources[i].Retry = config.Retry{MaxAttempts: 8, Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}
+		c.Sources[i].Retry = source.Retry{MaxAttempts: 8, Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}
 	}
 	c.Scheduler.Compensation.Interval = 100 * time.Millisecond
 	c.Scheduler.OutboxRelay.Interval = 100 * time.Millisecond

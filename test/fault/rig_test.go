@@ -14,9 +14,9 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
-	"github.com/knadh/koanf/parsers/yaml"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 
 	"callgate/internal/config"
 	"callgate/internal/kinds"
@@ -112,7 +112,8 @@ func writeFaultConfig(t *testing.T) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml"))
 	require.NoError(t, err)
-	tree, err := yaml.Parser().Unmarshal(raw)
+	var tree map[string]any
+	err = yaml.Unmarshal(raw, &tree)
 	require.NoError(t, err)
 	set := func(key, value string, mustExist bool) {
 		parts := strings.Split(key, ".")
@@ -134,7 +135,7 @@ func writeFaultConfig(t *testing.T) string {
 	for k, v := range faultYAMLIfPresent {
 		set(k, v, false)
 	}
-	out, err := yaml.Parser().Marshal(tree)
+	out, err := yaml.Marshal(tree)
 	require.NoError(t, err)
 	p := filepath.Join(t.TempDir(), "callgate.yaml")
 	require.NoError(t, os.WriteFile(p, out, 0o600))

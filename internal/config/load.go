@@ -1,0 +1,96 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"go.yaml.in/yaml/v3"
+
+	"callgate/internal/scheduler"
+	"callgate/internal/store"
+)
+
+// DefaultPath is the file read when neither -config nor CALLGATE_CONFIG names one.
+const DefaultPath = "configs/callgate.yaml"
+
+// EnvConfigPath names the environment variable that chooses the config file.
+const EnvConfigPath = "CALLGATE_CONFIG"
+
+// envOverrides are the public environment variables that win over the
+// file, and the field each sets.
+var envOverrides = []struct {
+	env string
+	set func(c *Config, v string)
+}{
+	{"CALLGATE_MYSQL_DSN", func(c *Config, v string) { c.MySQL.DSN = v }},
+	{"CALLGATE_AMQP_URL", func(c *Config, v string) { c.AMQP.URL = v }},
+	{"CALLGATE_AMQP_PREFIX", func(c *Config, v string) { c.AMQP.Prefix = v }},
+	{"CALLGATE_HTTP_ADDR", func(c *Config, v string) { c.HTTP.Addr = v }},
+	{"CALLGATE_ADMIN_TOKEN", func(c *Config, v string) { c.Admin.Token = v }},
+}
+
+// Load reads the file at path, expands ${VAR} and ${VAR:-default} in its
+// string values, applies the environment overrides, fills defaults and
+// validates. kinds lists the callback kinds this build knows.
+func Load(path string, kinds []string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("error reading config file: %w", err)
+	}
+	return Parse(raw, kinds)
+}
+
+// Parse is Load for bytes already read.
+//
+// The file is decoded over the defaults a file leaves out (fileDefaults),
+// so a key that is absent keeps its default and one that is present wins,
+// also when it is false or 0 (group_commit: false, retention max_age: 0).
+// Unknown keys are refused, with their line.
+func Parse(raw []byte, kinds []string) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(raw, &root); err != nil {
+		return nil, fmt.Errorf("error parsing config YAML: %w", err)
+	}
+	expandNode(&root, 0)
+	expanded, err := yaml.Marshal(&root)
+	if err != nil {
+		return nil, fmt.Errorf("error parsing config YAML: %w", err)
+	}
+	cfg := fileDefaults()
+	dec := yaml.NewDecoder(bytes.NewReader(expanded))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) { // an empty file is all defaults
+		return nil, fmt.Errorf("invalid config: %w", err)
+	}
+	for _, o := range envOverrides {
+		if v, ok := os.LookupEnv(o.env); ok && v != "" {
+			o.set(&cfg, v)
+		}
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(kinds); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// fileDefaults are the values a file that leaves a key out gets where the
+// zero value would mean something else.
+func fileDefaults() Config {
+	var c Config
+	c.MySQL.GroupCommit = store.GroupCommitDefault
+	c.Admin.SecureCookie = SecureCookieDefault
+	c.Scheduler.Retention.MaxAge = scheduler.RetentionMaxAgeDefault
+	return c
+}
+
+// PathFromEnv returns CALLGATE_CONFIG, or DefaultPath.
+func PathFromEnv() string {
+	if p := os.Getenv(EnvConfigPath); p != "" {
+		return p
+	}
+	return DefaultPath
+}

@@ -1,0 +1,85 @@
+package config
+
+import (
+	"callgate/internal/source"
+	"errors"
+	"fmt"
+	"net"
+)
+
+// WithDefaults returns a copy with every section's unset fields at their
+// defaults.
+func (c Config) WithDefaults() Config {
+	c.HTTP = c.HTTP.WithDefaults()
+	c.MySQL = c.MySQL.WithDefaults()
+	c.AMQP = c.AMQP.WithDefaults()
+	c.Admin.Replay = c.Admin.Replay.WithDefaults()
+	c.Log = c.Log.WithDefaults()
+	c.Worker = c.Worker.WithDefaults()
+	c.Scheduler = c.Scheduler.WithDefaults()
+	sources := make([]source.Config, len(c.Sources))
+	for i, s := range c.Sources {
+		sources[i] = s.WithDefaults()
+	}
+	c.Sources = sources
+	return c
+}
+
+// Validate reports every problem of the file at once, each naming its field
+// (section.key). kinds are the callback kinds this build knows.
+func (c Config) Validate(kinds []string) error {
+	var errs []error
+	section := func(name string, err error) {
+		if err != nil {
+			errs = append(errs, prefixErrors(name+".", err))
+		}
+	}
+	section("http", c.HTTP.validate())
+	section("mysql", c.MySQL.Validate())
+	section("amqp", c.AMQP.Validate())
+	section("admin", c.Admin.Replay.Validate())
+	section("log", c.Log.Validate())
+	section("worker", c.Worker.Validate(kinds))
+	section("scheduler", c.Scheduler.Validate())
+	if len(c.Sources) == 0 {
+		errs = append(errs, errors.New("sources: at least one source is required"))
+	}
+	seen := map[string]int{}
+	for i, s := range c.Sources {
+		field := fmt.Sprintf("sources[%d]", i)
+		section(field, s.Validate(kinds))
+		if j, dup := seen[s.Name]; dup && s.Name != "" {
+			errs = append(errs, fmt.Errorf("%s.name: duplicate source name %q (also sources[%d])", field, s.Name, j))
+		}
+		seen[s.Name] = i
+	}
+	return errors.Join(errs...)
+}
+
+func (h HTTP) validate() error {
+	var errs []error
+	if (h.TLSCertFile == "") != (h.TLSKeyFile == "") {
+		errs = append(errs, errors.New("tls_cert_file: tls_cert_file and tls_key_file go together"))
+	}
+	if h.AdminAddr != "" {
+		// Port 0 (any free port, in tests) on both is not a clash.
+		if _, port, err := net.SplitHostPort(h.AdminAddr); err != nil {
+			errs = append(errs, fmt.Errorf("admin_addr: want host:port, e.g. 127.0.0.1:9091, got %q", h.AdminAddr))
+		} else if h.AdminAddr == h.Addr && port != "0" {
+			errs = append(errs, fmt.Errorf("admin_addr: must differ from http.addr (%s)", h.Addr))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// prefixErrors puts prefix before each error joined in err.
+func prefixErrors(prefix string, err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var errs []error
+		for _, e := range j.Unwrap() {
+			errs = append(errs, prefixErrors(prefix, e))
+		}
+		return errors.Join(errs...)
+	}
+	return fmt.Errorf("%s%w", prefix, err)
+}

@@ -1,0 +1,145 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"callgate/internal/outbox"
+)
+
+// Config configures the worker's background jobs: the file's scheduler
+// section.
+type Config struct {
+	// Lease is how long a worker holds the scheduler leadership without
+	// renewing it; when the holder dies another takes over within it.
+	// Default 15s.
+	Lease        time.Duration      `yaml:"lease"`
+	Compensation CompensationConfig `yaml:"compensation"`
+	OutboxRelay  outbox.RelayConfig `yaml:"outbox_relay"`
+	Stuck        StuckConfig        `yaml:"stuck"`
+	Retention    RetentionConfig    `yaml:"retention"`
+	Gauges       GaugesConfig       `yaml:"gauges"`
+}
+
+// CompensationConfig configures the re-announcement of PENDING callbacks
+// that are due: retries whose backoff has passed, and callbacks whose
+// announcement was lost.
+type CompensationConfig struct {
+	// Interval between scans. Default 1s.
+	Interval time.Duration `yaml:"interval"`
+	// Threshold: a PENDING callback is announced again when it has not
+	// been processed this long after it was received or last announced.
+	// The gateway sets next_attempt_at = received_at + Threshold.
+	// Default 1m.
+	Threshold time.Duration `yaml:"threshold"`
+	// BatchSize rows are claimed per transaction, oldest due first.
+	// Default 500.
+	BatchSize int `yaml:"batch_size"`
+	// MaxQueued skips a kind whose queue already holds more ready messages
+	// than this (a backlog: its announcements are still queued).
+	// Default 1000.
+	MaxQueued int `yaml:"max_queued"`
+}
+
+// StuckConfig configures the repair of impossible due times.
+type StuckConfig struct {
+	// Interval between runs. Default 1m.
+	Interval time.Duration `yaml:"interval"`
+	// BatchSize rows per statement. Default 500.
+	BatchSize int `yaml:"batch_size"`
+}
+
+// RetentionConfig configures the deletion of old SUCCESS callbacks and
+// SENT outbox rows.
+type RetentionConfig struct {
+	// Interval between runs. Default 10m.
+	Interval time.Duration `yaml:"interval"`
+	// MaxAge: rows older than this go; 0 keeps everything (so WithDefaults
+	// leaves it alone: the file's default is RetentionMaxAgeDefault).
+	// FAILED callbacks are never deleted.
+	MaxAge time.Duration `yaml:"max_age"`
+	// BatchSize rows per short transaction. Default 500.
+	BatchSize int `yaml:"batch_size"`
+}
+
+// GaugesConfig configures the backlog gauges' refresh.
+type GaugesConfig struct {
+	// Interval between refreshes. Default 15s.
+	Interval time.Duration `yaml:"interval"`
+}
+
+// Config defaults.
+const (
+	LeaseDefault                 = 15 * time.Second
+	CompensationIntervalDefault  = time.Second
+	CompensationThresholdDefault = time.Minute
+	CompensationBatchDefault     = 500
+	CompensationMaxQueuedDefault = 1000
+	StuckIntervalDefault         = time.Minute
+	StuckBatchDefault            = 500
+	RetentionIntervalDefault     = 10 * time.Minute
+	RetentionMaxAgeDefault       = 30 * 24 * time.Hour
+	RetentionBatchDefault        = 500
+	GaugesIntervalDefault        = 15 * time.Second
+)
+
+// WithDefaults returns a copy with every unset field at its default.
+func (c Config) WithDefaults() Config {
+	if c.Lease == 0 {
+		c.Lease = LeaseDefault
+	}
+	c.Compensation = c.Compensation.WithDefaults()
+	c.OutboxRelay = c.OutboxRelay.WithDefaults()
+	if c.Stuck.Interval == 0 {
+		c.Stuck.Interval = StuckIntervalDefault
+	}
+	if c.Stuck.BatchSize == 0 {
+		c.Stuck.BatchSize = StuckBatchDefault
+	}
+	if c.Retention.Interval == 0 {
+		c.Retention.Interval = RetentionIntervalDefault
+	}
+	if c.Retention.BatchSize == 0 {
+		c.Retention.BatchSize = RetentionBatchDefault
+	}
+	if c.Gauges.Interval == 0 {
+		c.Gauges.Interval = GaugesIntervalDefault
+	}
+	return c
+}
+
+// WithDefaults returns a copy with every unset field at its default.
+func (c CompensationConfig) WithDefaults() CompensationConfig {
+	if c.Interval == 0 {
+		c.Interval = CompensationIntervalDefault
+	}
+	if c.Threshold == 0 {
+		c.Threshold = CompensationThresholdDefault
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = CompensationBatchDefault
+	}
+	if c.MaxQueued == 0 {
+		c.MaxQueued = CompensationMaxQueuedDefault
+	}
+	return c
+}
+
+// Validate reports every problem at once, each naming its field.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Lease < time.Second {
+		errs = append(errs, errors.New("lease: must be at least 1s"))
+	}
+	if c.Compensation.Interval < 0 || c.Compensation.Threshold < 0 || c.Compensation.BatchSize < 1 {
+		errs = append(errs, errors.New("compensation: interval and threshold must be positive, batch_size at least 1"))
+	}
+	if err := c.OutboxRelay.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("outbox_relay: %w", err))
+	}
+	if c.Retention.MaxAge < 0 || c.Retention.BatchSize < 1 || c.Stuck.BatchSize < 1 {
+		errs = append(errs, errors.New("retention: max_age must not be negative, batch sizes at least 1"))
+	}
+	return errors.Join(errs...)
+}

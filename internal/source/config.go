@@ -1,0 +1,262 @@
+// Package source describes the platforms that call callgate: a source's
+// configuration (its name and kind, how its requests are signed, where its
+// event id and business key are, its limits, its answer and its retry
+// policy), with defaults and validation. Serving a source is
+// internal/intake; verifying signatures is internal/signature.
+package source
+
+import (
+	"errors"
+	"fmt"
+	"mime"
+	"net/netip"
+	"regexp"
+	"strings"
+	"text/template"
+	"time"
+
+	"callgate/internal/signature"
+)
+
+// Config is one platform that calls us: an entry of the file's sources.
+type Config struct {
+	// Name is the :source path segment. Required, unique.
+	Name string `yaml:"name"`
+	// Kind selects the worker handler and queue: payment or logistics.
+	Kind string `yaml:"kind"`
+	// Signature says how requests are verified.
+	Signature Signature `yaml:"signature"`
+	// EventID says where the idempotency key comes from.
+	EventID EventID `yaml:"event_id"`
+	// BusinessKey is the JSON field (dot path) holding the business key.
+	BusinessKey string `yaml:"business_key"`
+	// MaxBodyBytes caps the body. Default 1 MiB; at most MaxBodyBytesLimit.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// Response is what a platform gets on success.
+	Response Response `yaml:"response"`
+	// Retry drives the worker's backoff for this source.
+	Retry Retry `yaml:"retry"`
+	// RateLimit caps this source's requests (token bucket); off when rate
+	// is 0. Over it: 429 with Retry-After.
+	RateLimit RateLimit `yaml:"rate_limit"`
+	// AllowIPs, if set, are the CIDRs (or addresses) allowed to call this
+	// source; others get 403. The client address is the TCP peer.
+	AllowIPs []string `yaml:"allow_ips"`
+	// ContentTypes, if set, are the media types accepted (e.g.
+	// application/json); others get 415.
+	ContentTypes []string `yaml:"content_types"`
+	// MaskFields are JSON fields (dot paths) masked in the admin API and
+	// page; the stored payload stays intact for replay.
+	MaskFields []string `yaml:"mask_fields"`
+}
+
+// RateLimit is a token bucket.
+type RateLimit struct {
+	// Rate is requests per second; 0 switches the limit off.
+	Rate float64 `yaml:"rate"`
+	// Burst is the bucket size. Default: max(1, rate).
+	Burst int `yaml:"burst"`
+}
+
+// Signature is a source's verification scheme and its options.
+type Signature struct {
+	// Scheme is standard-webhooks, hmac-sha256, stripe or none.
+	Scheme string `yaml:"scheme"`
+	// Secrets are tried in order; several allow rotation.
+	Secrets []string `yaml:"secrets"`
+	// Header holds the signature (hmac-sha256: default X-Signature; stripe:
+	// default Stripe-Signature).
+	Header string `yaml:"header"`
+	// Encoding is hex (default) or base64 (hmac-sha256).
+	Encoding string `yaml:"encoding"`
+	// Prefix is stripped from the header value, e.g. "sha256=" (hmac-sha256).
+	Prefix string `yaml:"prefix"`
+	// Tolerance is the accepted clock difference (standard-webhooks,
+	// stripe). Default 5m (applied by internal/signature).
+	Tolerance time.Duration `yaml:"tolerance"`
+	// AllowUnsigned must be true for scheme none.
+	AllowUnsigned bool `yaml:"allow_unsigned"`
+}
+
+// EventID says how to find a callback's idempotency key.
+type EventID struct {
+	// Fields are JSON fields (dot paths) whose values, joined by Separator,
+	// form the event id when the scheme provides none.
+	Fields []string `yaml:"fields"`
+	// Separator joins Fields. Default ":".
+	Separator string `yaml:"separator"`
+	// IgnoreScheme uses Fields even when the scheme carries an id (such as
+	// Standard Webhooks' webhook-id). Default false.
+	IgnoreScheme bool `yaml:"ignore_scheme"`
+}
+
+// Response is the success answer a platform expects.
+type Response struct {
+	// ContentType of Body. Default application/json.
+	ContentType string `yaml:"content_type"`
+	// Body is a Go text/template with .LogID, .Duplicate, .EventID. Empty:
+	// {"status":"accepted","log_id":N,"duplicate":false}.
+	Body string `yaml:"body"`
+}
+
+// Retry is a source's retry policy.
+type Retry struct {
+	// MaxAttempts before FAILED. Default 8.
+	MaxAttempts int `yaml:"max_attempts"`
+	// Initial delay before the second attempt. Default 5s.
+	Initial time.Duration `yaml:"initial"`
+	// Max caps the delay. Default 10m.
+	Max time.Duration `yaml:"max"`
+}
+
+// Config defaults and limits.
+const (
+	MaxBodyBytesDefault     = 1 << 20
+	MaxBodyBytesLimit       = 1<<24 - 1 // what callback_log.payload (MEDIUMBLOB) holds
+	SeparatorDefault        = ":"
+	ContentTypeDefault      = "application/json"
+	RetryMaxAttemptsDefault = 8
+	RetryInitialDefault     = 5 * time.Second
+	RetryMaxDefault         = 10 * time.Minute
+	maxNameLen              = 64
+	schemeStandardWebhooks  = "standard-webhooks"
+)
+
+// WithDefaults returns a copy with the retry policy's unset fields at
+// their defaults.
+func (r Retry) WithDefaults() Retry {
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = RetryMaxAttemptsDefault
+	}
+	if r.Initial == 0 {
+		r.Initial = RetryInitialDefault
+	}
+	if r.Max == 0 {
+		r.Max = RetryMaxDefault
+	}
+	return r
+}
+
+// WithDefaults returns a copy with every unset field at its default.
+func (c Config) WithDefaults() Config {
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = MaxBodyBytesDefault
+	}
+	if c.EventID.Separator == "" {
+		c.EventID.Separator = SeparatorDefault
+	}
+	if c.Response.ContentType == "" {
+		c.Response.ContentType = ContentTypeDefault
+	}
+	if c.RateLimit.Rate > 0 && c.RateLimit.Burst == 0 {
+		c.RateLimit.Burst = max(1, int(c.RateLimit.Rate))
+	}
+	c.Retry = c.Retry.WithDefaults()
+	return c
+}
+
+// Validate reports every problem at once, each naming its field. kinds are
+// the callback kinds this build knows. The signature block is checked by
+// building its verifier, so a scheme's rules live in internal/signature.
+func (c Config) Validate(kinds []string) error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	switch {
+	case c.Name == "":
+		bad("name", "is required")
+	case !ValidName(c.Name) || len(c.Name) > maxNameLen:
+		bad("name", "%q: use at most %d letters, digits, '-', '_' and '.'", c.Name, maxNameLen)
+	}
+	known := false
+	for _, k := range kinds {
+		known = known || k == c.Kind
+	}
+	if !known {
+		bad("kind", "unknown kind %q (want one of %s)", c.Kind, strings.Join(kinds, ", "))
+	}
+	if c.BusinessKey == "" {
+		bad("business_key", "is required (the JSON field holding the business key)")
+	}
+	if len(c.EventID.Fields) == 0 && (c.Signature.Scheme != schemeStandardWebhooks || c.EventID.IgnoreScheme) {
+		bad("event_id.fields", "is required unless the scheme provides the event id")
+	}
+	for j, f := range c.EventID.Fields {
+		if f == "" {
+			bad(fmt.Sprintf("event_id.fields[%d]", j), "must not be empty")
+		}
+	}
+	if _, err := signature.New(c.Signature.VerifierConfig()); err != nil {
+		// The scheme reports each bad field; name them under signature.
+		list := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			list = j.Unwrap()
+		}
+		for _, e := range list {
+			errs = append(errs, fmt.Errorf("signature.%w", e))
+		}
+	}
+	if c.Response.Body != "" {
+		if _, err := template.New(c.Name).Parse(c.Response.Body); err != nil {
+			bad("response.body", "invalid template: %v", err)
+		}
+	}
+	if c.RateLimit.Rate < 0 || c.RateLimit.Burst < 0 {
+		bad("rate_limit", "rate and burst must not be negative")
+	}
+	for j, cidr := range c.AllowIPs {
+		if _, err := ParseCIDR(cidr); err != nil {
+			bad(fmt.Sprintf("allow_ips[%d]", j), "%q is not an address or CIDR", cidr)
+		}
+	}
+	for j, ct := range c.ContentTypes {
+		if _, _, err := mime.ParseMediaType(ct); err != nil {
+			bad(fmt.Sprintf("content_types[%d]", j), "%q is not a media type", ct)
+		}
+	}
+	if c.MaxBodyBytes < 1 {
+		bad("max_body_bytes", "must be positive")
+	}
+	if c.MaxBodyBytes > MaxBodyBytesLimit {
+		bad("max_body_bytes", "%d is more than callback_log.payload (MEDIUMBLOB) holds: at most %d", c.MaxBodyBytes, MaxBodyBytesLimit)
+	}
+	if c.Retry.MaxAttempts < 1 {
+		bad("retry.max_attempts", "must be at least 1")
+	}
+	if c.Retry.Initial < 0 || c.Retry.Max < c.Retry.Initial {
+		bad("retry", "want 0 < initial <= max")
+	}
+	return errors.Join(errs...)
+}
+
+// ValidName reports whether s is a usable name: letters, digits, '-', '_'
+// and '.'.
+func ValidName(s string) bool { return namePattern.MatchString(s) }
+
+// VerifierConfig converts the signature block for internal/signature.
+func (s Signature) VerifierConfig() signature.Config {
+	return signature.Config{
+		Scheme:        s.Scheme,
+		Secrets:       s.Secrets,
+		Header:        s.Header,
+		Encoding:      s.Encoding,
+		Prefix:        s.Prefix,
+		Tolerance:     s.Tolerance,
+		AllowUnsigned: s.AllowUnsigned,
+	}
+}
+
+// ParseCIDR reads "10.0.0.0/8" or a bare address ("192.0.2.7", "::1").
+func ParseCIDR(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		return netip.ParsePrefix(s)
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)

@@ -1,0 +1,117 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"callgate/internal/broker"
+	"callgate/internal/replay"
+	"callgate/internal/scheduler"
+	"callgate/internal/source"
+	"callgate/internal/store"
+	"callgate/internal/tracing"
+)
+
+// Config configures the worker process's consumers: the file's worker
+// section.
+type Config struct {
+	// ID names this worker in callback_attempt rows. Default: hostname-pid.
+	ID string `yaml:"id"`
+	// HandlerTimeout bounds one callback's transaction. Default 30s.
+	HandlerTimeout time.Duration `yaml:"handler_timeout"`
+	// ShutdownTimeout bounds how long in-flight callbacks may finish after
+	// SIGTERM. Default 20s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// MetricsAddr serves GET /metrics and /healthz. Default ":9090"; "off"
+	// disables it.
+	MetricsAddr string `yaml:"metrics_addr"`
+	// Kinds holds per-kind consumer settings, keyed by kind.
+	Kinds map[string]KindConfig `yaml:"kinds"`
+}
+
+// KindConfig is one kind's consumer settings.
+type KindConfig struct {
+	// Concurrency is how many callbacks of this kind run at once.
+	// Default 8.
+	Concurrency int `yaml:"concurrency"`
+	// Prefetch bounds unacked deliveries. Default 2 x Concurrency.
+	Prefetch int `yaml:"prefetch"`
+}
+
+// Config defaults.
+const (
+	HandlerTimeoutDefault  = 30 * time.Second
+	ShutdownTimeoutDefault = 20 * time.Second
+	MetricsAddrDefault     = ":9090"
+	ConcurrencyDefault     = 8
+)
+
+// WithDefaults returns a copy with every unset field at its default.
+func (c Config) WithDefaults() Config {
+	if c.HandlerTimeout == 0 {
+		c.HandlerTimeout = HandlerTimeoutDefault
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = ShutdownTimeoutDefault
+	}
+	if c.MetricsAddr == "" {
+		c.MetricsAddr = MetricsAddrDefault
+	}
+	kinds := make(map[string]KindConfig, len(c.Kinds))
+	for name, k := range c.Kinds {
+		kinds[name] = k.WithDefaults()
+	}
+	c.Kinds = kinds
+	return c
+}
+
+// WithDefaults returns a copy with every unset field at its default.
+func (k KindConfig) WithDefaults() KindConfig {
+	if k.Concurrency == 0 {
+		k.Concurrency = ConcurrencyDefault
+	}
+	if k.Prefetch == 0 {
+		k.Prefetch = 2 * k.Concurrency
+	}
+	return k
+}
+
+// Kind returns the consumer settings of kind, defaults filled.
+func (c Config) Kind(kind string) KindConfig { return c.Kinds[kind].WithDefaults() }
+
+// Validate reports every problem at once, each naming its field. kinds are
+// the callback kinds this build knows.
+func (c Config) Validate(kinds []string) error {
+	var errs []error
+	if c.HandlerTimeout < 0 || c.ShutdownTimeout < 0 {
+		errs = append(errs, errors.New("handler_timeout, shutdown_timeout: must not be negative"))
+	}
+	for kind, k := range c.Kinds {
+		field := "kinds." + kind
+		if !slices.Contains(kinds, kind) {
+			errs = append(errs, fmt.Errorf("%s: unknown kind %q (want one of %s)", field, kind, strings.Join(kinds, ", ")))
+		}
+		if k.Concurrency < 1 {
+			errs = append(errs, fmt.Errorf("%s.concurrency: must be at least 1", field))
+		}
+		if k.Prefetch < k.Concurrency {
+			errs = append(errs, fmt.Errorf("%s.prefetch: must be at least the concurrency (%d)", field, k.Concurrency))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Settings is everything the worker process is configured with: its own
+// section and the parts of the others it uses.
+type Settings struct {
+	Worker    Config
+	Store     store.Config
+	Broker    broker.Config
+	Scheduler scheduler.Config
+	Replay    replay.Config
+	Tracing   tracing.Config
+	Sources   []source.Config
+}
