@@ -113,6 +113,13 @@ func TestAdminAuth(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, e.call(t, "GET", "/admin/api/callbacks", opsToken+"x", nil, nil))
 	require.Equal(t, http.StatusOK, e.call(t, "GET", "/admin/api/callbacks", opsToken, nil, nil))
 	require.Equal(t, http.StatusOK, e.call(t, "GET", "/admin/api/callbacks", "oncall-token-98765", nil, nil))
+	// The name:token form of CALLGATE_ADMIN_TOKEN works too, under the
+	// token's own name only.
+	require.Equal(t, http.StatusOK, e.call(t, "GET", "/admin/api/callbacks", "ops:"+opsToken, nil, nil))
+	require.Equal(t, http.StatusOK, e.call(t, "GET", "/admin/api/callbacks", "oncall:oncall-token-98765", nil, nil))
+	require.Equal(t, http.StatusUnauthorized, e.call(t, "GET", "/admin/api/callbacks", "oncall:"+opsToken, nil, &errBody))
+	require.Contains(t, errBody["error"], "admin token")
+	require.Equal(t, http.StatusUnauthorized, e.call(t, "GET", "/admin/api/callbacks", "ops:wrong-token-123456", nil, nil))
 }
 
 func TestAdminListDetailAndKeysetPages(t *testing.T) {

@@ -64,13 +64,29 @@ func (t Tokens) Enabled() bool { return len(t) > 0 }
 // ErrBadToken is a missing or wrong token.
 var ErrBadToken = errors.New("missing or invalid admin token")
 
-// Authenticate returns the name of the token presented. Every configured
-// token is compared, in constant time over equal-length digests, so the
-// time taken says nothing about which or how much matched.
+// Authenticate returns the name of the token presented, in either of the
+// forms an operator has at hand: the secret alone, or name:secret as it is
+// written in CALLGATE_ADMIN_TOKEN, whose name must then be the secret's
+// (another name is refused, not ignored). Every configured token is
+// compared, in constant time over equal-length digests, so the time taken
+// says nothing about which or how much matched.
 func (t Tokens) Authenticate(presented string) (string, error) {
 	if presented == "" {
 		return "", ErrBadToken
 	}
+	if name := t.match(presented); name != "" {
+		return name, nil
+	}
+	if name, secret, ok := strings.Cut(presented, ":"); ok {
+		if matched := t.match(secret); matched != "" && matched == name {
+			return matched, nil
+		}
+	}
+	return "", ErrBadToken
+}
+
+// match returns the name of the token whose secret is presented, or "".
+func (t Tokens) match(presented string) string {
 	d := sha256.Sum256([]byte(presented))
 	name := ""
 	for _, tok := range t {
@@ -78,10 +94,7 @@ func (t Tokens) Authenticate(presented string) (string, error) {
 			name = tok.Name
 		}
 	}
-	if name == "" {
-		return "", ErrBadToken
-	}
-	return name, nil
+	return name
 }
 
 // sessionMAC binds a page session to the token that opened it: an HMAC

@@ -10,6 +10,47 @@ import (
 	"callgate/internal/admin"
 )
 
+// TestTokensAuthenticate: a token is accepted as its secret alone or as
+// name:secret (the form of CALLGATE_ADMIN_TOKEN), and only under its own
+// name.
+func TestTokensAuthenticate(t *testing.T) {
+	t.Parallel()
+	tokens, err := admin.ParseTokens("ops:ops-token-0123456789,oncall:on:call-token-987")
+	require.NoError(t, err)
+	bare, err := admin.ParseTokens("bare-token-0123456789")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name      string
+		tokens    admin.Tokens
+		presented string
+		want      string // "" = refused
+	}{
+		{"secret", tokens, "ops-token-0123456789", "ops"},
+		{"name and secret", tokens, "ops:ops-token-0123456789", "ops"},
+		{"secret with a colon", tokens, "on:call-token-987", "oncall"},
+		{"name and secret with a colon", tokens, "oncall:on:call-token-987", "oncall"},
+		{"another token's name", tokens, "oncall:ops-token-0123456789", ""},
+		{"unknown name", tokens, "root:ops-token-0123456789", ""},
+		{"empty name", tokens, ":ops-token-0123456789", ""},
+		{"wrong secret", tokens, "ops:ops-token-0123456780", ""},
+		{"name only", tokens, "ops:", ""},
+		{"empty", tokens, "", ""},
+		{"bare token", bare, "bare-token-0123456789", "admin"},
+		{"bare token named admin", bare, "admin:bare-token-0123456789", "admin"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := tc.tokens.Authenticate(tc.presented)
+			if tc.want == "" {
+				require.ErrorIs(t, err, admin.ErrBadToken)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
 // TestFailureLimiterFullKeepsRecentClientBlocked: a spray of fresh
 // addresses that fills the limiter past its (default) capacity must not
 // unblock a client that is still guessing. Resetting the whole table when
