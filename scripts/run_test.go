@@ -226,12 +226,18 @@ func (r *run) leases(t *testing.T) int {
 }
 
 // environWithout is the test's environment minus the variables starting
-// with prefix, so the shell running the tests cannot change what the
-// processes see.
-func environWithout(prefix string) []string {
+// with any of prefixes, so the shell running the tests cannot change what
+// the scripts and processes see.
+func environWithout(prefixes ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, prefix) {
+		keep := true
+		for _, p := range prefixes {
+			if strings.HasPrefix(kv, p) {
+				keep = false
+			}
+		}
+		if keep {
 			env = append(env, kv)
 		}
 	}
