@@ -3,6 +3,9 @@
 //	worker [-config PATH]   consume, process, publish downstream
 //	worker replay ...       replay callbacks through the gateway's admin API
 //	                        (worker replay -h)
+//	worker [-config PATH] tail [--routing-key PATTERN]
+//	                        print the notifications published downstream
+//	                        until Ctrl-C (worker tail -h)
 //
 // Every setting can also come from the environment (CALLGATE_CONFIG,
 // CALLGATE_MYSQL_DSN, CALLGATE_AMQP_URL, ...); see README.md.
@@ -21,11 +24,13 @@ import (
 	"syscall"
 
 	"callgate/internal/admincli"
+	"callgate/internal/broker"
 	"callgate/internal/config"
 	"callgate/internal/kinds"
 	"callgate/internal/logging"
 	"callgate/internal/shutdown"
 	"callgate/internal/store"
+	"callgate/internal/tail"
 	"callgate/internal/worker"
 )
 
@@ -38,7 +43,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	path := fs.String("config", config.PathFromEnv(), "config file (env "+config.EnvConfigPath+")")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: worker [-config PATH] [replay ...]\n")
+		fmt.Fprintf(fs.Output(), "usage: worker [-config PATH] [replay ... | tail ...]\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -48,6 +53,17 @@ func run(args []string, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return admincli.Replay(ctx, fs.Args()[1:], os.Stdout, stderr)
+	}
+	if fs.NArg() > 0 && fs.Arg(0) == "tail" {
+		cfg, err := config.Load(*path, kinds.Names())
+		if err != nil {
+			fmt.Fprintf(stderr, "worker: %s: %v\n", *path, err)
+			return 1
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		downstream := broker.Topology{Prefix: cfg.AMQP.Prefix}.DownstreamExchange()
+		return tail.Command(ctx, fs.Args()[1:], cfg.AMQP.URL, downstream, os.Stdout, stderr)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "worker: unknown subcommand %q\n", fs.Arg(0))
