@@ -9,24 +9,64 @@
 # upgrade the module. One in the Go standard library is reported loudly but
 # does not fail: the fix is a newer Go patch release, which this project's
 # machines cannot install (see README, "Security").
+#
+# Output: one line per vulnerability our code reaches (id, standard library
+# package or module at the version found, version that fixes it, title). VULNCHECK_VERBOSE=1 prints
+# govulncheck's full report instead, with the call traces.
+# VULNCHECK_REPORT=FILE reads a saved govulncheck text report instead of
+# running govulncheck (the same summary and exit status).
 set -euo pipefail
-VULNDB=${VULNDB:-v0.0.0-20261105234957-e22db6528018}
-out=${VULNDB_DIR:-${TMPDIR:-/tmp}/callgate-vulndb-$VULNDB}
-if [ ! -f "$out/index/db.json" ]; then
-  dir=$(go mod download -json "golang.org/x/vulndb@$VULNDB" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
-  rm -rf "$out.tmp" && mkdir -p "$out.tmp"
-  (cd "$dir" && GOFLAGS=-mod=mod go run ./cmd/indexdb -vulns "$dir/data/osv" -out "$out.tmp")
-  rm -rf "$out" && mv "$out.tmp" "$out"
-fi
+verbose=${VULNCHECK_VERBOSE:-0}
 report=$(mktemp)
 trap 'rm -f "$report"' EXIT
-set +e
-govulncheck -db "file://$out" ./... >"$report" 2>&1
-rc=$?
-set -e
-cat "$report"
+if [ -n "${VULNCHECK_REPORT:-}" ]; then
+  cp "$VULNCHECK_REPORT" "$report"
+  rc=0
+  if grep -q '^Vulnerability #' "$report"; then rc=3; fi
+else
+  VULNDB=${VULNDB:-v0.0.0-20261105234957-e22db6528018}
+  out=${VULNDB_DIR:-${TMPDIR:-/tmp}/callgate-vulndb-$VULNDB}
+  if [ ! -f "$out/index/db.json" ]; then
+    dir=$(go mod download -json "golang.org/x/vulndb@$VULNDB" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+    rm -rf "$out.tmp" && mkdir -p "$out.tmp"
+    (cd "$dir" && GOFLAGS=-mod=mod go run ./cmd/indexdb -vulns "$dir/data/osv" -out "$out.tmp")
+    rm -rf "$out" && mv "$out.tmp" "$out"
+  fi
+  set +e
+  govulncheck -db "file://$out" ./... >"$report" 2>&1
+  rc=$?
+  set -e
+fi
 if [ $rc -ne 0 ] && [ $rc -ne 3 ]; then
+  cat "$report"
   echo "vulncheck: govulncheck failed to run (exit $rc)" >&2; exit $rc
+fi
+if [ "$verbose" = 1 ]; then
+  cat "$report"
+else
+  # One line per "Found in"/"Fixed in" pair of each vulnerability block of
+  # the symbol results (what our code calls; a -show verbose report's
+  # package and module results are left out), then govulncheck's closing
+  # paragraph without its -show hint.
+  awk '
+    /^Your code is affected|^No vulnerabilities found/ { tail = 1 }
+    tail { if ($0 !~ /^Use .-show/) print; next }
+    /^=== (Package|Module) Results ===/ { other = 1 }
+    other { next }
+    /^Vulnerability #/ { id = $3; title = ""; intitle = 1; module = ""; next }
+    intitle && /^  More info:/ { intitle = 0; next }
+    intitle { t = $0; sub(/^ +/, "", t); title = title (title == "" ? "" : " ") t; next }
+    /^  Standard library$/ { module = "stdlib"; next }
+    /^  Module: / { module = $2; next }
+    /^    Found in: / { found = $3; next }
+    /^    Fixed in: / {
+      fixed = $3; sub(/^.*@/, "", fixed); if (fixed == "N/A") fixed = "no fix yet"
+      if (length(title) > 90) title = substr(title, 1, 87) "..."
+      if (!n++) print "vulncheck: vulnerabilities our code reaches:"
+      where = (module == "stdlib") ? "stdlib " found : found
+      printf "  %-14s %s, fixed in %s: %s\n", id, where, fixed, title
+    }
+  ' "$report"
 fi
 # "Found in: <path>@<version>" lines of called vulnerabilities; a module
 # path has a dot in its first element, a standard library package has not.
@@ -36,6 +76,9 @@ if [ -n "$modules" ]; then
   exit 1
 fi
 if [ $rc -eq 3 ]; then
-  echo "vulncheck: WARNING: standard library vulnerabilities above are fixed in a newer Go patch release than this machine's Go; upgrade Go where you deploy." >&2
+  echo "vulncheck: WARNING: the standard library vulnerabilities above are fixed in a newer Go patch release than this machine's Go; upgrade Go where you deploy." >&2
+  if [ "$verbose" != 1 ]; then
+    echo "vulncheck: VULNCHECK_VERBOSE=1 shows govulncheck's full report with the call traces" >&2
+  fi
 fi
 echo "vulncheck: no known vulnerability reached in third-party modules"
