@@ -85,7 +85,7 @@ func (d *demo) waitSettled(id int64) string {
 	d.t.Helper()
 	st := testenv.Store(d.t, d.cfg)
 	var status string
-	testenv.Eventually(d.t, 20*time.Second, func() bool {
+	require.Eventually(d.t, func() bool {
 		cb, err := st.GetCallback(d.t.Context(), id)
 		require.NoError(d.t, err)
 		status = string(cb.Status)
@@ -93,7 +93,7 @@ func (d *demo) waitSettled(id int64) string {
 			d.t.Logf("callback %d: %s: %s", id, status, *cb.LastError)
 		}
 		return cb.Status.Terminal()
-	}, "callback %d did not settle", id)
+	}, 20*time.Second, 20*time.Millisecond, "callback %d did not settle", id)
 	return status
 }
 

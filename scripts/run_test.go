@@ -62,9 +62,9 @@ func TestRunStopsGracefully(t *testing.T) {
 			r.waitLockWait(t, 30*time.Second)
 
 			require.NoError(t, tc.stop(r.cmd.Process.Pid))
-			testenv.Eventually(t, 30*time.Second, func() bool {
+			require.Eventually(t, func() bool {
 				return strings.Contains(r.output(t), `"msg":"worker: stopping, waiting for in-flight callbacks"`)
-			}, "the worker did not start stopping")
+			}, 30*time.Second, 20*time.Millisecond, "the worker did not start stopping")
 			require.NoError(t, tx.Rollback())
 			code := r.wait(t, time.Minute)
 
@@ -160,7 +160,7 @@ func startRun(t *testing.T, dir string) *run {
 func (r *run) waitRunning(t *testing.T) string {
 	t.Helper()
 	var addr string
-	testenv.Eventually(t, 30*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		out := r.output(t)
 		for line := range strings.Lines(out) {
 			var l struct{ Msg, Addr string }
@@ -169,7 +169,7 @@ func (r *run) waitRunning(t *testing.T) string {
 			}
 		}
 		return addr != "" && strings.Contains(out, `"msg":"worker: started"`) && r.leases(t) == 1
-	}, "gateway and worker did not come up with the lease held")
+	}, 30*time.Second, 20*time.Millisecond, "gateway and worker did not come up with the lease held")
 	return "http://" + addr
 }
 
@@ -203,18 +203,13 @@ func (r *run) output(t *testing.T) string {
 // 100 ms before, so faster polling keeps reading the first snapshot.
 func (r *run) waitLockWait(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	require.Eventually(t, func() bool {
 		var n int
-		require.NoError(t, r.db.QueryRow(`SELECT COUNT(*) FROM information_schema.innodb_trx x
+		err := r.db.QueryRow(`SELECT COUNT(*) FROM information_schema.innodb_trx x
 			JOIN information_schema.processlist p ON p.id = x.trx_mysql_thread_id
-			WHERE x.trx_state = 'LOCK WAIT' AND p.db = DATABASE()`).Scan(&n))
-		if n > 0 {
-			return
-		}
-		require.False(t, time.Now().After(deadline), "the worker never waited on the order's row")
-		time.Sleep(200 * time.Millisecond)
-	}
+			WHERE x.trx_state = 'LOCK WAIT' AND p.db = DATABASE()`).Scan(&n)
+		return err == nil && n > 0
+	}, timeout, 200*time.Millisecond, "the worker never waited on the order's row")
 }
 
 func (r *run) leases(t *testing.T) int {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"callgate/internal/callback"
 	"callgate/internal/replay"
 	"callgate/internal/store"
 )
@@ -174,7 +175,9 @@ func ParseListFilter(q func(string) string) (ListFilter, error) {
 			return f, errors.New("cursor: want the next_cursor of the previous page")
 		}
 	}
-	if f.Status != "" && f.Status != "PENDING" && f.Status != "SUCCESS" && f.Status != "FAILED" {
+	switch callback.Status(f.Status) {
+	case "", callback.StatusPending, callback.StatusSuccess, callback.StatusFailed:
+	default:
 		return f, errors.New("status: want PENDING, SUCCESS or FAILED")
 	}
 	return f, nil

@@ -79,11 +79,11 @@ func (e *apiEnv) failedPayment(t *testing.T, order string, amount int64) int64 {
 
 func (e *apiEnv) waitStatus(t *testing.T, id int64, want callback.Status) {
 	t.Helper()
-	testenv.Eventually(t, 20*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		l, err := e.st.GetCallback(t.Context(), id)
 		require.NoError(t, err)
 		return l.Status == want
-	}, "callback %d never became %s", id, want)
+	}, 20*time.Second, 20*time.Millisecond, "callback %d never became %s", id, want)
 }
 
 func (e *apiEnv) createOrder(t *testing.T, code string, amount int64) {
@@ -245,11 +245,11 @@ func TestAdminSingleReplay(t *testing.T) {
 	require.Contains(t, errBody["error"], "FAILED")
 	require.Equal(t, http.StatusOK, e.call(t, "POST", path, opsToken, map[string]any{"reason": "double check", "force": true}, &res))
 	e.waitStatus(t, id, callback.StatusSuccess)
-	testenv.Eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		var n int64
 		require.NoError(t, e.st.DB.Table("callback_attempt").Where("log_id = ?", id).Count(&n).Error)
 		return n == 3 // failed, replay, forced replay
-	})
+	}, 10*time.Second, 20*time.Millisecond)
 	require.NoError(t, e.st.DB.Table("outbox").Where("callback_log_id = ?", id).Count(&outboxRows).Error)
 	require.EqualValues(t, 2, outboxRows, "a forced replay of a SUCCESS callback redoes no effect")
 	require.Equal(t, http.StatusNotFound, e.call(t, "POST", "/admin/api/callbacks/99999999/replay", opsToken, map[string]any{"reason": "x"}, nil))
@@ -323,10 +323,10 @@ func TestAdminBulkReplay(t *testing.T) {
 	require.Equal(t, 8, j.Matched)
 	require.Equal(t, "RUNNING", j.Status)
 
-	testenv.Eventually(t, 20*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		require.Equal(t, http.StatusOK, e.call(t, "GET", fmt.Sprintf("/admin/api/replays/%d", j.ID), opsToken, nil, &j))
 		return j.Status == "DONE"
-	}, "job done")
+	}, 20*time.Second, 20*time.Millisecond, "job done")
 	require.Equal(t, 8, j.Replayed)
 	require.EqualValues(t, 100, j.Progress)
 	// Rate limited: 2 callbacks per 100 ms tick, so 8 take at least three

@@ -35,7 +35,7 @@ func TestDashboardShowsUnroutedNotifications(t *testing.T) {
 		require.NoError(t, q.Channel().PublishWithContext(t.Context(), cfg.AMQP.Prefix+".downstream", "nobody.listens", false, false,
 			amqp.Publishing{DeliveryMode: amqp.Persistent, MessageId: id, Body: []byte(`{}`)}))
 	}
-	testenv.Eventually(t, 5*time.Second, func() bool { return q.Depth() == 2 }, "parked")
+	require.Eventually(t, func() bool { return q.Depth() == 2 }, 5*time.Second, 20*time.Millisecond, "parked")
 
 	var stats map[string]any
 	require.Equal(t, http.StatusOK, e.call(t, http.MethodGet, "/admin/api/stats", opsToken, nil, &stats))
@@ -44,11 +44,11 @@ func TestDashboardShowsUnroutedNotifications(t *testing.T) {
 	require.Contains(t, e.dashboard(t, cookie), `id="downstream-unrouted">2</span>`)
 
 	proxy.Down() // the gateway loses the broker; MySQL is still there
-	testenv.Eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		stats = nil
 		require.Equal(t, http.StatusOK, e.call(t, http.MethodGet, "/admin/api/stats", opsToken, nil, &stats))
 		return stats["downstream_unrouted"] == nil
-	}, "unknown while the broker is away")
+	}, 10*time.Second, 20*time.Millisecond, "unknown while the broker is away")
 	require.Contains(t, stats, "downstream_unrouted", "present, as null")
 	require.Contains(t, e.dashboard(t, cookie), `id="downstream-unrouted">unknown</span>`)
 }

@@ -43,7 +43,7 @@ func TestReplayCommand(t *testing.T) {
 		return l.Status
 	}
 	for _, id := range ids {
-		testenv.Eventually(t, 10*time.Second, func() bool { return status(id) == callback.StatusFailed })
+		require.Eventually(t, func() bool { return status(id) == callback.StatusFailed }, 10*time.Second, 20*time.Millisecond)
 	}
 	for i := range 4 {
 		require.NoError(t, st.DB.Exec("INSERT INTO orders (order_code, user_id, amount) VALUES (?, 1, 1500)", fmt.Sprintf("ORD-CLI-%d", i)).Error)
@@ -61,7 +61,7 @@ func TestReplayCommand(t *testing.T) {
 	code, out, stderr := run("--id", fmt.Sprint(ids[0]), "--reason", "order created")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, fmt.Sprintf("replayed callback %d (paydemo, key ORD-CLI-0): now PENDING", ids[0]))
-	testenv.Eventually(t, 10*time.Second, func() bool { return status(ids[0]) == callback.StatusSuccess })
+	require.Eventually(t, func() bool { return status(ids[0]) == callback.StatusSuccess }, 10*time.Second, 20*time.Millisecond)
 
 	code, out, stderr = run("--status", "FAILED", "--source", "paydemo", "--since", since, "--reason", "orders created", "--dry-run")
 	require.Equal(t, 0, code, stderr)
@@ -73,7 +73,7 @@ func TestReplayCommand(t *testing.T) {
 	require.Contains(t, out, "DONE: 3 of 3 replayed")
 	require.Contains(t, stderr, "3/3", "a progress bar")
 	for _, id := range ids {
-		testenv.Eventually(t, 10*time.Second, func() bool { return status(id) == callback.StatusSuccess })
+		require.Eventually(t, func() bool { return status(id) == callback.StatusSuccess }, 10*time.Second, 20*time.Millisecond)
 	}
 
 	t.Setenv(admincli.EnvToken, "cli:wrong-token-000000")

@@ -70,9 +70,6 @@ func (a *Announcer) Dropped() int64 { return a.dropped.Load() }
 // Nacked counts publishes not confirmed (requeued or dropped).
 func (a *Announcer) Nacked() int64 { return a.nacked.Load() }
 
-// Pending is the number of announcements waiting in the buffer.
-func (a *Announcer) Pending() int { return len(a.queue) }
-
 // Run publishes until ctx ends. Then it keeps publishing what is buffered
 // for up to drain, so that a graceful stop announces what it accepted, and
 // returns.

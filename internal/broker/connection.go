@@ -177,9 +177,6 @@ func (c *Connection) Wait(ctx context.Context) (*amqp.Connection, error) {
 	}
 }
 
-// Connects counts successful connects (1 = never reconnected).
-func (c *Connection) Connects() int64 { return c.connects.Load() }
-
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

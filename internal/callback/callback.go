@@ -9,6 +9,7 @@ package callback
 import (
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 )
 
 // Status is where a callback stands.
@@ -76,4 +77,19 @@ func Summarize(l *Log) Summary {
 	return Summary{ID: l.ID, Source: l.Source, Kind: l.Kind, EventID: l.EventID, BusinessKey: l.BusinessKey,
 		Status: string(l.Status), Attempts: l.Attempts, LastError: l.LastError, TraceID: l.TraceID,
 		ReceivedAt: l.ReceivedAt, ProcessedAt: l.ProcessedAt, NextAttempt: l.NextAttemptAt}
+}
+
+// Truncate shortens s to at most n bytes, never splitting a UTF-8
+// character, and marks a cut with "…" (within the n bytes): for error
+// messages stored in text columns and for display.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…"
+	cut := max(0, n-len(mark))
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }

@@ -3,7 +3,9 @@ package callback_test
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
 	"callgate/internal/callback"
@@ -124,4 +126,27 @@ func FuzzCheckJSONShape(f *testing.F) {
 			_, _, _ = callback.NewExtractor([]string{"id"}, ":", "key", false).Extract(body, "")
 		}
 	})
+}
+
+func TestTruncate(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"0123456789abc", 10, "0123456…"},
+		{"ééééé", 6, "é…"}, // é is 2 bytes, … is 3: never half a character
+		{"abc", 2, "…"},
+	}
+	for _, tc := range cases {
+		got := callback.Truncate(tc.s, tc.n)
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("Truncate(%q, %d) (-want +got):\n%s", tc.s, tc.n, diff)
+		}
+		require.True(t, utf8.ValidString(got))
+		require.LessOrEqual(t, len(got), max(tc.n, len("…")))
+	}
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"callgate/internal/callback"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -96,7 +97,7 @@ func loadTemplates() map[string]*template.Template {
 		"ago":     ago,
 		"age":     fmtAge,
 		"str":     deref,
-		"trunc":   truncate,
+		"trunc":   func(n int, s string) string { return callback.Truncate(s, n) },
 		"pct":     func(f float64) string { return fmt.Sprintf("%.0f", math.Floor(f)) },
 		"rawjson": prettyJSON,
 		"statusClass": func(s string) string {
@@ -165,15 +166,6 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-// truncate shortens s to n runes with an ellipsis.
-func truncate(n int, s string) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }
 
 // prettyJSON indents a JSON value ("" for none; the raw text when it is

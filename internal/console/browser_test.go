@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"callgate/internal/callback"
@@ -411,11 +412,11 @@ func (e *pageEnv) pay(t *testing.T, order, paymentNo string, amount int64) int64
 
 func (e *pageEnv) waitStatus(t *testing.T, id int64, want callback.Status) {
 	t.Helper()
-	testenv.Eventually(t, 20*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		l, err := e.st.GetCallback(t.Context(), id)
 		require.NoError(t, err)
 		return l.Status == want
-	}, "callback %d never became %s", id, want)
+	}, 20*time.Second, 20*time.Millisecond, "callback %d never became %s", id, want)
 }
 
 // startBrowser launches a headless Chromium with a fresh profile; it is
@@ -519,37 +520,28 @@ func (e *pageEnv) clickAndWait(t *testing.T, sel string) {
 	t.Helper()
 	e.run(t, chromedp.Evaluate[chromedp.Void](`window.__cgOld = true`))
 	e.run(t, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+		defer cancel()
 		loaded, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__cgOld !== true && document.readyState === "complete"`))
-		cancel()
-		if err == nil && loaded {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	require.FailNow(t, "clicking did not lead to a new page", sel)
+		return err == nil && loaded
+	}, 15*time.Second, 50*time.Millisecond, "clicking %s did not lead to a new page", sel)
 }
 
 // pollText reloads url until sel's text is want.
 func (e *pageEnv) pollText(t *testing.T, url, sel, want string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	var got string
-	for time.Now().Before(deadline) {
+	ok := assert.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+		defer cancel()
 		err := chromedp.Do(ctx, chromedp.Navigate(url))
 		if err == nil {
 			got, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
 		}
-		cancel()
-		if err == nil && strings.TrimSpace(got) == want {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	require.FailNow(t, "page never showed the expected text", "%s %s: want %q, last %q", url, sel, want, got)
+		return err == nil && strings.TrimSpace(got) == want
+	}, timeout, 200*time.Millisecond)
+	require.True(t, ok, "page never showed the expected text: %s %s: want %q, last %q", url, sel, want, got)
 }
 
 // noCSPViolations checks the page broke none of its own policy (no inline

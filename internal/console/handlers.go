@@ -278,7 +278,7 @@ func (f bulkForm) filter() (replay.BulkFilter, error) {
 	for _, s := range strings.FieldsFunc(f.IDs, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\r' || r == '\t' }) {
 		id, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || id < 1 {
-			return bf, fmt.Errorf("ids: %q is not a callback id", truncate(20, s))
+			return bf, fmt.Errorf("ids: %q is not a callback id", callback.Truncate(s, 20))
 		}
 		bf.IDs = append(bf.IDs, id)
 	}

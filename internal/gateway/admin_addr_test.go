@@ -67,14 +67,14 @@ func TestAdminAddrSeparatesOperatorSurface(t *testing.T) {
 		}
 	})
 	pub, adm := "http://"+pubLn.Addr().String(), "http://"+adminLn.Addr().String()
-	testenv.Eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		resp, err := http.Get(pub + "/readyz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, "gateway not ready")
+	}, 10*time.Second, 20*time.Millisecond, "gateway not ready")
 
 	// Public: the intake and health work...
 	body := testenv.PaymentBody("ORD-ADMIN-ADDR", "PAY-ADMIN-ADDR", 100)

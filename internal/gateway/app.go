@@ -66,11 +66,11 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 		inserter = b
 	}
 
-	exporter, err := tracing.NewExporter(ctx, cfg.Tracing.OTLPEndpoint, "callgate-gateway")
+	spans, err := tracing.NewSpanRecorder(ctx, cfg.Tracing.OTLPEndpoint, "callgate-gateway")
 	if err != nil {
 		return err
 	}
-	defer func() { _ = exporter.Shutdown(context.WithoutCancel(ctx)) }()
+	defer func() { _ = spans.Shutdown(context.WithoutCancel(ctx)) }()
 
 	m := metrics.New("gateway")
 	topo := broker.NewTopology(cfg.AMQP, kinds.Names())
@@ -85,7 +85,7 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 		Server:          cfg.HTTP,
 		Log:             log,
 		Metrics:         m,
-		Tracing:         exporter,
+		Tracing:         spans,
 		Intake: &intake.Handler{
 			Sources:         sources,
 			Store:           inserter,

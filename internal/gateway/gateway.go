@@ -49,7 +49,7 @@ type Config struct {
 	// token is set).
 	Admin *admin.Handler
 	// Tracing records request spans when configured (nil: off).
-	Tracing *tracing.Exporter
+	Tracing *tracing.SpanRecorder
 }
 
 // NewRouter builds the gin engine of the public listener: the intake and
@@ -98,7 +98,7 @@ func mountOperator(r *gin.Engine, cfg Config) {
 
 // traceContext puts the request's trace (incoming traceparent, or a new
 // one) into its context and echoes the trace id to the caller.
-func traceContext(exp *tracing.Exporter) gin.HandlerFunc {
+func traceContext(exp *tracing.SpanRecorder) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		ctx, end := exp.StartRequest(c.Request.Context(), c.Request.Header, c.Request.Method+" "+c.FullPath())
 		defer end()
@@ -139,21 +139,6 @@ func readyz(deps map[string]Pinger) gin.HandlerFunc {
 		body["status"] = "unready"
 		c.JSON(http.StatusServiceUnavailable, body)
 	}
-}
-
-// Serve listens on cfg.Addr and serves until ctx ends, then stops accepting,
-// lets in-flight requests finish within ShutdownTimeout and returns.
-func Serve(ctx context.Context, cfg Config, handler http.Handler) error {
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return err
-	}
-	return ServeListener(ctx, cfg, handler, ln)
-}
-
-// ServeListener is Serve on an open listener (tests pick a free port).
-func ServeListener(ctx context.Context, cfg Config, handler http.Handler, ln net.Listener) error {
-	return ServeListeners(ctx, cfg, Listener{Name: "public", Listener: ln, Handler: handler})
 }
 
 // Listener is an open listener and what it serves.

@@ -299,8 +299,9 @@ func TestFloodOnOneSourceDoesNotHurtAnother(t *testing.T) {
 	var quietLat, loudLat []time.Duration
 	for round := range 5 {
 		quietLat = append(quietLat, normal(40, fmt.Sprintf("quiet%d", round))...)
+		before := flood.Load()
 		flooding.Store(true)
-		time.Sleep(50 * time.Millisecond)
+		require.Eventually(t, func() bool { return flood.Load() >= before+8 }, 5*time.Second, time.Millisecond, "the flood is under way")
 		loudLat = append(loudLat, normal(40, fmt.Sprintf("loud%d", round))...)
 		flooding.Store(false)
 	}

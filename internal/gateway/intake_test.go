@@ -283,12 +283,12 @@ func testIntakeBrokerReconnectsAndAnnounces(t *testing.T, mode func(*config.Conf
 
 	after := post("msg_after")
 	got := map[string]bool{}
-	testenv.Eventually(t, 15*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		if d, ok := b.payments.Get(100 * time.Millisecond); ok {
 			got[string(d.Body)] = true
 		}
 		return got[fmt.Sprintf(`{"log_id":%d}`, after.LogID)]
-	}, "announcements resume after the broker comes back")
+	}, 15*time.Second, 20*time.Millisecond, "announcements resume after the broker comes back")
 	require.NotEqual(t, first.LogID, after.LogID)
 }
 
@@ -318,10 +318,10 @@ func testIntakeMySQLDownAnswers503Fast(t *testing.T, mode func(*config.Config)) 
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 
 	proxy.Up(t)
-	testenv.Eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		a := testenv.Post(t, b.gw.URL, "paydemo", body, testenv.PaydemoHeaders(t, b.cfg, "msg_back", time.Now(), body))
 		return a.Status == http.StatusOK
-	}, "intake recovers when MySQL is back")
+	}, 10*time.Second, 20*time.Millisecond, "intake recovers when MySQL is back")
 }
 
 func TestIntakeMySQLHungAnswers503WithinTimeout(t *testing.T) {

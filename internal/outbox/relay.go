@@ -79,7 +79,7 @@ func NewRelay(cfg RelayConfig, st *store.Store, pub Publisher, log *slog.Logger)
 }
 
 // Start runs the relay loop in the background and returns at once.
-func (r *Relay) Start(ctx context.Context) error {
+func (r *Relay) Start(ctx context.Context) {
 	ctx, r.stop = context.WithCancel(ctx)
 	r.done = make(chan struct{})
 	go func() {
@@ -97,7 +97,6 @@ func (r *Relay) Start(ctx context.Context) error {
 			}
 		}
 	}()
-	return nil
 }
 
 // Stop ends the loop and waits for it; safe to call twice.

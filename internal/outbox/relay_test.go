@@ -117,7 +117,7 @@ func TestTwoRelaysNeverClaimTheSameRowInAPass(t *testing.T) {
 		require.NotNil(t, r.SentAt, "row %s", r.MessageID)
 	}
 
-	testenv.Eventually(t, 10*time.Second, func() bool { return down.Depth() >= total }, "downstream got the messages")
+	require.Eventually(t, func() bool { return down.Depth() >= total }, 10*time.Second, 20*time.Millisecond, "downstream got the messages")
 	msgs := down.Drain(300 * time.Millisecond)
 	require.Len(t, msgs, total, "exactly one message per row")
 	ids := map[string]bool{}
@@ -157,10 +157,10 @@ func TestRelayDeliversAfterBrokerOutage(t *testing.T) {
 	const total = 20
 	insertPending(t, st, cfg, "during", 100, total)
 	proxy.Down()
-	testenv.Eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		_, err := conn.Current()
 		return err != nil
-	}, "the connection notices the outage")
+	}, 10*time.Second, 20*time.Millisecond, "the connection notices the outage")
 
 	n, err = relay.RunOnce(t.Context())
 	require.NoError(t, err, "an unreachable broker is not a relay error; the rows wait")
@@ -176,10 +176,10 @@ func TestRelayDeliversAfterBrokerOutage(t *testing.T) {
 	}
 
 	proxy.Up(t)
-	testenv.Eventually(t, 15*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		_, err := conn.Current()
 		return err == nil
-	}, "the connection comes back")
+	}, 15*time.Second, 20*time.Millisecond, "the connection comes back")
 
 	n, err = relay.RunOnce(t.Context())
 	require.NoError(t, err)
@@ -190,7 +190,7 @@ func TestRelayDeliversAfterBrokerOutage(t *testing.T) {
 		require.NotNil(t, r.SentAt)
 	}
 
-	testenv.Eventually(t, 10*time.Second, func() bool { return down.Depth() >= total }, "downstream got the messages")
+	require.Eventually(t, func() bool { return down.Depth() >= total }, 10*time.Second, 20*time.Millisecond, "downstream got the messages")
 	msgs := down.Drain(300 * time.Millisecond)
 	require.Len(t, msgs, total)
 	got := map[string]bool{}

@@ -66,7 +66,8 @@ func (r *Replayer) Replay(ctx context.Context, actor string, id int64, reason st
 		if cb, err = r.Store.ClaimCallbackTx(ctx, tx, id, false); err != nil {
 			return err
 		}
-		if cb.Status != callback.StatusFailed && !(force && cb.Status == callback.StatusSuccess) {
+		replayable := cb.Status == callback.StatusFailed || force && cb.Status == callback.StatusSuccess
+		if !replayable {
 			return ErrNotReplayable
 		}
 		if err := r.Store.MakePendingTx(ctx, tx, []int64{id}, time.Now().UTC().Add(r.Threshold)); err != nil {

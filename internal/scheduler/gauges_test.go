@@ -30,7 +30,7 @@ func TestGaugesCountUnroutedNotifications(t *testing.T) {
 		require.NoError(t, q.Channel().PublishWithContext(t.Context(), topo.DownstreamExchange(), "nobody.listens", false, false,
 			amqp.Publishing{DeliveryMode: amqp.Persistent, MessageId: fmt.Sprintf("cb%d.nobody.listens", i), Body: []byte(`{}`)}))
 	}
-	testenv.Eventually(t, 5*time.Second, func() bool { return q.Depth() == 3 })
+	require.Eventually(t, func() bool { return q.Depth() == 3 }, 5*time.Second, 20*time.Millisecond)
 
 	m := metrics.New("worker")
 	depth := func() (int, error) { return topo.UnroutedDepth(conn) }

@@ -74,7 +74,7 @@ func TestElectorOneInstancePerTickAndTakeover(t *testing.T) {
 	require.NoError(t, scheds[leader].Stop())
 	died := time.Now()
 	var takeover time.Time
-	testenv.Eventually(t, 5*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range runs {
@@ -84,7 +84,7 @@ func TestElectorOneInstancePerTickAndTakeover(t *testing.T) {
 			}
 		}
 		return false
-	}, "another instance takes over")
+	}, 5*time.Second, 20*time.Millisecond, "another instance takes over")
 	gap := takeover.Sub(died)
 	t.Logf("leader %s died; takeover after %v (lease %v)", leader, gap, lease)
 	// The lease expires at most one lease after the holder's last renewal;
@@ -217,7 +217,7 @@ func TestCompensationLeavesABackloggedQueueAlone(t *testing.T) {
 		testenv.Publish(t, cfg, "payment", fmt.Sprintf(`{"log_id":%d}`, 1000+i))
 	}
 	payments := testenv.OpenQueue(t, cfg.AMQP.Prefix+".payment")
-	testenv.Eventually(t, 5*time.Second, func() bool { return payments.Depth() == 6 })
+	require.Eventually(t, func() bool { return payments.Depth() == 6 }, 5*time.Second, 20*time.Millisecond)
 	due := time.Now().UTC().Add(-time.Minute)
 	for _, k := range []string{"payment", "logistics"} {
 		_, err := st.InsertCallback(t.Context(), &callback.Log{Source: "x", Kind: k, EventID: "e-" + k, BusinessKey: "K",

@@ -41,37 +41,55 @@ func Migrate(dsn string, dialTimeout time.Duration) (uint, error) {
 	}
 	defer db.Close()
 
-	src, err := iofs.New(migrations.FS, ".")
-	if err != nil {
-		return 0, fmt.Errorf("error reading embedded migrations: %w", err)
-	}
 	// The lock wait of golang-migrate's MySQL driver is 10 s; a second
 	// process that gives up waiting tries again.
 	var lastErr error
 	for try := 0; try < 6; try++ {
-		drv, err := migratemysql.WithInstance(db, &migratemysql.Config{})
-		if err != nil {
-			return 0, fmt.Errorf("error preparing migration: %w", translate(err))
-		}
-		m, err := migrate.NewWithInstance("iofs", src, "mysql", drv)
-		if err != nil {
-			return 0, fmt.Errorf("error preparing migration: %w", err)
-		}
-		err = m.Up()
-		if err == nil || errors.Is(err, migrate.ErrNoChange) {
-			v, _, verr := m.Version()
-			if verr != nil {
-				return 0, fmt.Errorf("error reading schema version: %w", verr)
-			}
+		v, err := migrateOnce(db)
+		if err == nil {
 			return v, nil
 		}
 		if !errors.Is(err, migrate.ErrLocked) && !errors.Is(err, migrate.ErrLockTimeout) {
-			return 0, fmt.Errorf("error applying migrations: %w", err)
+			return 0, err
 		}
 		lastErr = err
 		time.Sleep(time.Second)
 	}
 	return 0, fmt.Errorf("error applying migrations: %w", lastErr)
+}
+
+// migrateOnce applies what is pending and returns the schema version. It
+// closes what golang-migrate opened, including the connection its driver
+// holds on to.
+func migrateOnce(db *sql.DB) (v uint, err error) {
+	src, err := iofs.New(migrations.FS, ".")
+	if err != nil {
+		return 0, fmt.Errorf("error reading embedded migrations: %w", err)
+	}
+	drv, err := migratemysql.WithInstance(db, &migratemysql.Config{})
+	if err != nil {
+		_ = src.Close()
+		return 0, fmt.Errorf("error preparing migration: %w", translate(err))
+	}
+	m, err := migrate.NewWithInstance("iofs", src, "mysql", drv)
+	if err != nil {
+		_ = src.Close()
+		_ = drv.Close()
+		return 0, fmt.Errorf("error preparing migration: %w", err)
+	}
+	defer func() {
+		if serr, derr := m.Close(); err == nil && (serr != nil || derr != nil) {
+			err = fmt.Errorf("error closing migration: %w", errors.Join(serr, derr))
+		}
+	}()
+	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return 0, fmt.Errorf("error applying migrations: %w", err)
+	}
+	v, _, err = m.Version()
+	if err != nil {
+		return 0, fmt.Errorf("error reading schema version: %w", err)
+	}
+	return v, nil
 }
 
 // createDatabase creates the DSN's database when it does not exist, so that

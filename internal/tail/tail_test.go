@@ -55,7 +55,7 @@ func TestTailPrintsMatchingNotifications(t *testing.T) {
 	go func() {
 		code <- tail.Command(ctx, []string{"--routing-key", "points.*"}, cfg.AMQP.URL, exchange, &stdout, &stderr)
 	}()
-	testenv.Eventually(t, 10*time.Second, func() bool { return strings.Contains(stderr.String(), "tail: queue ") },
+	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "tail: queue ") }, 10*time.Second, 20*time.Millisecond,
 		"tail did not bind its queue")
 	queue := strings.Fields(strings.TrimPrefix(stderr.String(), "tail: queue "))[0]
 
@@ -70,7 +70,7 @@ func TestTailPrintsMatchingNotifications(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, true}, acked)
 
-	testenv.Eventually(t, 10*time.Second, func() bool { return strings.Contains(stdout.String(), "cb7.points.add") },
+	require.Eventually(t, func() bool { return strings.Contains(stdout.String(), "cb7.points.add") }, 10*time.Second, 20*time.Millisecond,
 		"the matching notification was not printed:\n%s", stdout.String())
 	want := "routing_key:    points.add\n" +
 		"message_id:     cb7.points.add\n" +
@@ -88,11 +88,11 @@ func TestTailPrintsMatchingNotifications(t *testing.T) {
 	}
 	require.Contains(t, stderr.String(), "tail: stopped")
 	q := testenv.OpenQueue(t, queue)
-	testenv.Eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		_, err := q.Channel().QueueDeclarePassive(queue, false, true, true, false, nil)
 		var amqpErr *amqp.Error
 		return errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound
-	}, "queue %s left behind", queue)
+	}, 10*time.Second, 20*time.Millisecond, "queue %s left behind", queue)
 }
 
 // TestTailUnknownExchange: a wrong prefix is an error that names the

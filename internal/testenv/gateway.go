@@ -32,14 +32,14 @@ func StartGateway(t testing.TB, cfg *config.Config) *Gateway {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	g := StartGatewayOn(t, cfg, ln, "http")
-	Eventually(t, 5*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		resp, err := http.Get(g.URL + "/healthz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, "gateway did not come up")
+	}, 5*time.Second, 20*time.Millisecond, "gateway did not come up")
 	return g
 }
 
@@ -58,14 +58,14 @@ func StartGatewayOn(t testing.TB, cfg *config.Config, ln net.Listener, scheme st
 // connected and topology declared).
 func (g *Gateway) WaitReady(t testing.TB) {
 	t.Helper()
-	Eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		resp, err := http.Get(g.URL + "/readyz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, "gateway not ready")
+	}, 10*time.Second, 20*time.Millisecond, "gateway not ready")
 }
 
 // Stop shuts the gateway down gracefully and returns Run's error.

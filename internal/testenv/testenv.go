@@ -10,7 +10,6 @@
 package testenv
 
 import (
-	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
@@ -162,26 +161,6 @@ func Store(t testing.TB, cfg *config.Config) *TestStore {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sqlDB.Close() })
 	return &TestStore{Store: st, DB: db, SQL: sqlDB}
-}
-
-// Eventually polls cond every 20 ms until it holds or timeout passes.
-func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msgAndArgs ...any) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	require.Fail(t, "condition not met in time", msgAndArgs...)
-}
-
-// Context returns a context cancelled when the test ends.
-func Context(t testing.TB) context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	return ctx
 }
 
 func testingVerboseLogs() bool { return os.Getenv("CALLGATE_TEST_LOG") != "" }

@@ -9,6 +9,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"callgate/internal/broker"
+	"callgate/internal/callback"
 	"callgate/internal/tracing"
 )
 
@@ -25,7 +26,7 @@ type consumer struct {
 	concurrency int
 	conn        *broker.Connection
 	proc        *Processor
-	log         *slog.Logger
+	logger      *slog.Logger
 	tag         string
 }
 
@@ -41,7 +42,7 @@ func (c *consumer) run(ctx, workCtx context.Context) {
 			return
 		}
 		if err := c.consumeOn(ctx, workCtx, conn, sem); err != nil && ctx.Err() == nil {
-			c.log.Warn("worker: consumer stopped, resubscribing", "kind", c.kind, "error", err)
+			c.logger.Warn("worker: consumer stopped, resubscribing", "kind", c.kind, "error", err)
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
@@ -66,7 +67,7 @@ func (c *consumer) consumeOn(ctx, workCtx context.Context, conn *amqp.Connection
 	if err != nil {
 		return err
 	}
-	c.log.Info("worker: consuming", "queue", c.queue, "prefetch", c.prefetch, "concurrency", c.concurrency)
+	c.logger.Info("worker: consuming", "queue", c.queue, "prefetch", c.prefetch, "concurrency", c.concurrency)
 	for {
 		select {
 		case <-ctx.Done():
@@ -98,7 +99,7 @@ func (c *consumer) handle(ctx context.Context, d amqp.Delivery) {
 	logID, err := broker.ParseAnnouncement(d.Body)
 	if err != nil {
 		// Not something we announced: nothing to process, nothing to retry.
-		c.log.Warn("worker: unreadable message dropped", "queue", c.queue, "body", string(truncateBytes(d.Body, 200)))
+		c.logger.Warn("worker: unreadable message dropped", "queue", c.queue, "body", callback.Truncate(string(d.Body), 200))
 		_ = d.Ack(false)
 		return
 	}
@@ -114,14 +115,7 @@ func (c *consumer) handle(ctx context.Context, d amqp.Delivery) {
 		if err := d.Ack(false); err != nil {
 			// The channel is gone; the broker redelivers and idempotency
 			// absorbs it.
-			c.log.Debug("worker: ack failed", "log_id", logID, "error", err)
+			c.logger.Debug("worker: ack failed", "log_id", logID, "error", err)
 		}
 	}
-}
-
-func truncateBytes(b []byte, n int) []byte {
-	if len(b) <= n {
-		return b
-	}
-	return b[:n]
 }

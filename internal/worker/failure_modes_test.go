@@ -42,12 +42,12 @@ func announceDirect(t *testing.T, cfg *config.Config, st *testenv.TestStore, eve
 func waitRow(t *testing.T, st *testenv.TestStore, id int64, what string, cond func(*callback.Log) bool) *callback.Log {
 	t.Helper()
 	var l *callback.Log
-	testenv.Eventually(t, 30*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		var err error
 		l, err = st.GetCallback(context.Background(), id)
 		require.NoError(t, err)
 		return cond(l)
-	}, "callback %d: %s", id, what)
+	}, 30*time.Second, 20*time.Millisecond, "callback %d: %s", id, what)
 	return l
 }
 

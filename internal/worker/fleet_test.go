@@ -57,14 +57,14 @@ func TestThreeWorkersRunEachJobOncePerTick(t *testing.T) {
 		before[i] = compensationRuns(m)
 	}
 	require.NoError(t, ws[leader].Stop()) // graceful: releases the lease
-	testenv.Eventually(t, 3*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		for i, m := range ms {
 			if i != leader && compensationRuns(m) > before[i] {
 				return true
 			}
 		}
 		return false
-	}, "another worker takes over the jobs")
+	}, 3*time.Second, 20*time.Millisecond, "another worker takes over the jobs")
 }
 
 func scrape(t *testing.T, url string) string {
@@ -103,12 +103,12 @@ func TestMetricsEndpoints(t *testing.T) {
 		require.Contains(t, gw, want)
 	}
 	var wk string
-	testenv.Eventually(t, 5*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		wk = scrape(t, "http://"+addr+"/metrics")
 		return strings.Contains(wk, `callgate_backlog_pending{process="worker",source="paydemo"} 0`) &&
 			strings.Contains(wk, `callgate_scheduler_leader{process="worker"} 1`) &&
 			strings.Contains(wk, `callgate_outbox_pending{process="worker"} 0`)
-	}, "gauges refreshed")
+	}, 5*time.Second, 20*time.Millisecond, "gauges refreshed")
 	for _, want := range []string{
 		`callgate_callbacks_processed_total{kind="payment",outcome="success",process="worker"} 1`,
 		`callgate_callback_attempts_total{kind="payment",process="worker"} 1`,

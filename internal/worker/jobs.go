@@ -23,27 +23,27 @@ const leaseName = "callgate-scheduler"
 
 // startJobs starts the fleet-wide jobs (one instance per tick, chosen by the
 // MySQL lease) and the per-instance gauges, and returns their stop func.
-func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.Topology, conn *broker.Connection, ann *broker.Announcer, m *metrics.Metrics, workerID string, log *slog.Logger) (func(), error) {
+func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.Topology, conn *broker.Connection, ann *broker.Announcer, m *metrics.Metrics, workerID string, logger *slog.Logger) (func(), error) {
 	sc := set.Scheduler.WithDefaults()
 	elector := scheduler.NewElector(st, leaseName, workerID, sc.Lease)
 	comp := &scheduler.Compensation{Store: st, Announcer: ann, Threshold: sc.Compensation.Threshold, BatchSize: sc.Compensation.BatchSize,
 		Kinds: topo.Kinds, MaxQueued: sc.Compensation.MaxQueued,
-		QueueDepth: func(kind string) (int, error) { return topo.QueueDepth(conn, kind) }, Log: log}
+		QueueDepth: func(kind string) (int, error) { return topo.QueueDepth(conn, kind) }, Log: logger}
 	maxRetry := time.Duration(0)
 	sources := make([]string, 0, len(set.Sources))
 	for _, s := range set.Sources {
 		maxRetry = max(maxRetry, s.Retry.WithDefaults().Max)
 		sources = append(sources, s.Name)
 	}
-	stuck := &scheduler.Stuck{Store: st, Horizon: maxRetry + sc.Compensation.Threshold + time.Minute, BatchSize: sc.Stuck.BatchSize, Log: log}
-	retention := &scheduler.Retention{Store: st, MaxAge: sc.Retention.MaxAge, BatchSize: sc.Retention.BatchSize, Log: log}
+	stuck := &scheduler.Stuck{Store: st, Horizon: maxRetry + sc.Compensation.Threshold + time.Minute, BatchSize: sc.Stuck.BatchSize, Log: logger}
+	retention := &scheduler.Retention{Store: st, MaxAge: sc.Retention.MaxAge, BatchSize: sc.Retention.BatchSize, Log: logger}
 	replays := &replay.Runner{Store: st, Announcer: ann, Threshold: sc.Compensation.Threshold,
-		Rate: set.Replay.WithDefaults().Rate, Interval: sc.Compensation.Interval, Log: log,
+		Rate: set.Replay.WithDefaults().Rate, Interval: sc.Compensation.Interval, Log: logger,
 		OnReplayed: func(n int) { m.Replayed.WithLabelValues("bulk").Add(float64(n)) }}
 	gauges := &scheduler.Gauges{Store: st, Metrics: m, Sources: sources, Leader: elector.Leader,
 		UnroutedDepth: func() (int, error) { return topo.UnroutedDepth(conn) }}
 
-	fleet, err := scheduler.New(log, m, []scheduler.Job{
+	fleet, err := scheduler.New(logger, m, []scheduler.Job{
 		{Name: "compensation", Interval: sc.Compensation.Interval, Run: func(ctx context.Context) error {
 			_, err := comp.RunOnce(ctx)
 			return err
@@ -61,7 +61,7 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 	if err != nil {
 		return nil, err
 	}
-	local, err := scheduler.New(log, m, []scheduler.Job{
+	local, err := scheduler.New(logger, m, []scheduler.Job{
 		{Name: "gauges", Interval: sc.Gauges.Interval, Run: gauges.RunOnce},
 	})
 	if err != nil {
@@ -80,7 +80,7 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 
 // serveMetrics serves GET /metrics and /healthz for the worker on ln, or
 // on a new listener on addr when ln is nil.
-func serveMetrics(addr string, ln net.Listener, m *metrics.Metrics, log *slog.Logger) (func(), error) {
+func serveMetrics(addr string, ln net.Listener, m *metrics.Metrics, logger *slog.Logger) (func(), error) {
 	if ln == nil {
 		var err error
 		if ln, err = net.Listen("tcp", addr); err != nil {
@@ -96,10 +96,10 @@ func serveMetrics(addr string, ln net.Listener, m *metrics.Metrics, log *slog.Lo
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("worker: metrics server stopped", "error", err)
+			logger.Warn("worker: metrics server stopped", "error", err)
 		}
 	}()
-	log.Info("worker: metrics on", "addr", ln.Addr().String())
+	logger.Info("worker: metrics on", "addr", ln.Addr().String())
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

@@ -128,10 +128,10 @@ func announce(t *testing.T, cfg *config.Config, kind string, ids []int64) {
 func waitConsumers(t *testing.T, queue string, n int) {
 	t.Helper()
 	q := testenv.OpenQueue(t, queue)
-	testenv.Eventually(t, 20*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		info, err := q.Channel().QueueDeclarePassive(queue, true, false, false, false, nil)
 		return err == nil && info.Consumers == n
-	}, "%d consumers on %s", n, queue)
+	}, 20*time.Second, 20*time.Millisecond, "%d consumers on %s", n, queue)
 }
 
 // countStatus counts the callbacks of kind with status.
@@ -146,10 +146,10 @@ func countStatus(t *testing.T, st *testenv.TestStore, kind string, status callba
 // once should any become FAILED.
 func waitAllSuccess(t *testing.T, st *testenv.TestStore, kind string, want int, timeout time.Duration) {
 	t.Helper()
-	testenv.Eventually(t, timeout, func() bool {
+	require.Eventually(t, func() bool {
 		require.Zero(t, countStatus(t, st, kind, callback.StatusFailed), "no callback may fail")
 		return countStatus(t, st, kind, callback.StatusSuccess) == want
-	}, "all %d %s callbacks SUCCESS", want, kind)
+	}, timeout, 20*time.Millisecond, "all %d %s callbacks SUCCESS", want, kind)
 }
 
 const (
@@ -366,7 +366,7 @@ func TestWorkloadIsolation(t *testing.T) {
 	// Payments first: by the time logistics arrive, payment's two slots are
 	// taken by handlers that do not return.
 	announce(t, cfg, callback.KindPayment, payIDs)
-	testenv.Eventually(t, 10*time.Second, func() bool { return inPayment.Load() == 2 }, "two payment handlers running")
+	require.Eventually(t, func() bool { return inPayment.Load() == 2 }, 10*time.Second, 20*time.Millisecond, "two payment handlers running")
 	announce(t, cfg, callback.KindLogistics, logIDs)
 
 	waitAllSuccess(t, st, callback.KindLogistics, 20, 15*time.Second)

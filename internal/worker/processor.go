@@ -57,7 +57,7 @@ type Processor struct {
 	Log            *slog.Logger
 	Metrics        *metrics.Metrics
 	// Tracing records spans when an OTLP endpoint is configured (nil: off).
-	Tracing *tracing.Exporter
+	Tracing *tracing.SpanRecorder
 	// Hooks lets tests stop the process at a chosen point (fault tests).
 	Hooks Hooks
 }
@@ -208,7 +208,7 @@ func (p *Processor) claim(ctx context.Context, tx *store.Tx, logID int64) (*call
 // skip, requeue, or record the failed attempt.
 func (p *Processor) settle(workCtx context.Context, logID int64, r *run, started time.Time) Result {
 	cb := &r.cb
-	log := p.Log.With("log_id", logID)
+	logger := p.Log.With("log_id", logID)
 	logCtx := workCtx
 	if cb.TraceID != "" && tracing.TraceID(workCtx) != cb.TraceID {
 		logCtx = tracing.FromTraceParent(workCtx, traceParentOf(cb))
@@ -221,20 +221,20 @@ func (p *Processor) settle(workCtx context.Context, logID int64, r *run, started
 		sent, perr := outbox.Deliver(workCtx, p.Marker, p.Publisher, r.rows)
 		p.Metrics.OutboxPublished.WithLabelValues("fast").Add(float64(sent))
 		if perr != nil {
-			log.WarnContext(logCtx, "worker: outbox left for the relay", "error", perr)
+			logger.WarnContext(logCtx, "worker: outbox left for the relay", "error", perr)
 		}
 		p.observe(cb.Kind, "success", started)
 		p.wakeNext(workCtx, cb)
-		log.DebugContext(logCtx, "worker: callback processed", "kind", cb.Kind, "messages", len(r.rows))
+		logger.DebugContext(logCtx, "worker: callback processed", "kind", cb.Kind, "messages", len(r.rows))
 		if p.Hooks.BeforeAck != nil {
 			p.Hooks.BeforeAck(logID)
 		}
 		return Ack
 	case errors.Is(r.err, store.ErrNotFound):
-		log.WarnContext(logCtx, "worker: no such callback, dropping message")
+		logger.WarnContext(logCtx, "worker: no such callback, dropping message")
 		return Ack
 	case errors.Is(r.err, errTerminal):
-		log.DebugContext(logCtx, "worker: callback already settled", "status", cb.Status)
+		logger.DebugContext(logCtx, "worker: callback already settled", "status", cb.Status)
 		p.Metrics.Processed.WithLabelValues(cb.Kind, "skipped").Inc()
 		return Ack
 	case errors.Is(r.err, errDeferred):
@@ -244,7 +244,7 @@ func (p *Processor) settle(workCtx context.Context, logID int64, r *run, started
 	case workCtx.Err() != nil:
 		// A stopping worker gave up on this callback: it was not the
 		// callback's fault, nothing is recorded, the message goes back.
-		log.InfoContext(logCtx, "worker: callback interrupted by shutdown, message returned", "error", r.err)
+		logger.InfoContext(logCtx, "worker: callback interrupted by shutdown, message returned", "error", r.err)
 		return Requeue
 	case r.timedOut:
 		cause := fmt.Errorf("handler timed out after %s", p.HandlerTimeout)
@@ -261,7 +261,7 @@ func (p *Processor) settle(workCtx context.Context, logID int64, r *run, started
 		// Not the callback's fault (the database is away, or contention
 		// outlasted the prompt retries): record nothing and let the broker
 		// redeliver.
-		log.WarnContext(logCtx, "worker: database unavailable or contended, message requeued", "error", cause)
+		logger.WarnContext(logCtx, "worker: database unavailable or contended, message requeued", "error", cause)
 		return Requeue
 	}
 	return p.recordFailure(workCtx, logCtx, cb, started, cause)
@@ -278,7 +278,7 @@ func (p *Processor) recordFailure(ctx, logCtx context.Context, cb *callback.Log,
 	}
 	attempt := cb.Attempts + 1
 	finished := time.Now().UTC()
-	msg := truncate(cause.Error(), 4000)
+	msg := callback.Truncate(cause.Error(), 4000)
 	f := store.Failure{Attempt: callback.Attempt{LogID: cb.ID, Attempt: attempt, StartedAt: started, FinishedAt: finished,
 		Outcome: callback.OutcomeRetry, Error: &msg, WorkerID: p.WorkerID}}
 	// The budget counts from the last replay (attempts_base).
@@ -291,24 +291,24 @@ func (p *Processor) recordFailure(ctx, logCtx context.Context, cb *callback.Log,
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	stale, err := p.Store.RecordFailure(wctx, f)
-	log := p.Log.With("log_id", cb.ID, "source", cb.Source, "attempt", attempt)
+	logger := p.Log.With("log_id", cb.ID, "source", cb.Source, "attempt", attempt)
 	if err != nil {
-		log.WarnContext(logCtx, "worker: could not record failed attempt, message requeued", "error", err, "cause", msg)
+		logger.WarnContext(logCtx, "worker: could not record failed attempt, message requeued", "error", err, "cause", msg)
 		return Requeue
 	}
 	if stale {
-		log.InfoContext(logCtx, "worker: callback settled by another delivery meanwhile", "cause", msg)
+		logger.InfoContext(logCtx, "worker: callback settled by another delivery meanwhile", "cause", msg)
 		return Ack
 	}
 	if f.Final {
-		log.WarnContext(logCtx, "worker: callback FAILED", "error", msg)
+		logger.WarnContext(logCtx, "worker: callback FAILED", "error", msg)
 		p.Metrics.FailedTransitions.WithLabelValues(cb.Kind).Inc()
 		p.observe(cb.Kind, "failed", started)
 		p.wakeNext(ctx, cb)
 	} else {
 		p.Metrics.Retries.WithLabelValues(cb.Kind).Inc()
 		p.observe(cb.Kind, "retry", started)
-		log.InfoContext(logCtx, "worker: attempt failed, will retry", "error", msg, "next_attempt_at", f.NextAttemptAt)
+		logger.InfoContext(logCtx, "worker: attempt failed, will retry", "error", msg, "next_attempt_at", f.NextAttemptAt)
 	}
 	return Ack
 }
@@ -349,7 +349,7 @@ func (p *Processor) wakeNext(ctx context.Context, cb *callback.Log) {
 func safeHandle(ctx context.Context, h callback.Handler, tx *store.Tx, cb *callback.Log, out callback.Outbox) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = callback.Permanentf("handler panic: %v\n%s", r, truncate(string(debug.Stack()), 2000))
+			err = callback.Permanentf("handler panic: %v\n%s", r, callback.Truncate(string(debug.Stack()), 2000))
 		}
 	}()
 	return h.Handle(ctx, tx.Gorm(), cb, out)
@@ -386,11 +386,4 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

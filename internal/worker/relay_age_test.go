@@ -45,11 +45,11 @@ func TestRelayLeavesAFreshCommitToTheFastPath(t *testing.T) {
 	waitRow(t, st, id, "SUCCESS", func(l *callback.Log) bool { return l.Status == callback.StatusSuccess })
 
 	want := outbox.MessageID(id, "test.slow", 0)
-	testenv.Eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		var r outbox.Row
 		require.NoError(t, st.DB.Take(&r, "message_id = ?", want).Error)
 		return r.Status == outbox.StatusSent
-	}, "the row is SENT")
+	}, 10*time.Second, 20*time.Millisecond, "the row is SENT")
 	msgs := down.Drain(minAge + 500*time.Millisecond)
 	var ids []string
 	for _, m := range msgs {

@@ -50,11 +50,11 @@ func TestSpansExportedOverOTLP(t *testing.T) {
 	a := testenv.Post(t, gw.URL, "paydemo", body, h)
 	require.Equal(t, http.StatusOK, a.Status)
 	st := testenv.Store(t, cfg)
-	testenv.Eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		l, err := st.GetCallback(t.Context(), a.LogID)
 		require.NoError(t, err)
 		return l.Status == callback.StatusSuccess
-	})
+	}, 10*time.Second, 20*time.Millisecond)
 	require.NoError(t, w.Stop())  // flushes the worker's spans
 	require.NoError(t, gw.Stop()) // and the gateway's
 

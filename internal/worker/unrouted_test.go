@@ -96,7 +96,7 @@ func (e *unroutedEnv) pay(t *testing.T, order string) int64 {
 	a := testenv.Post(t, e.gw.URL, "paydemo", body, testenv.PaydemoHeaders(t, e.cfg, "msg_"+order, time.Now(), body))
 	require.Equal(t, http.StatusOK, a.Status, string(a.Body))
 	st := testenv.Store(t, e.cfg)
-	testenv.Eventually(t, 20*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		var rows []outbox.Row
 		require.NoError(t, st.DB.Where("callback_log_id = ?", a.LogID).Find(&rows).Error)
 		sent := 0
@@ -106,7 +106,7 @@ func (e *unroutedEnv) pay(t *testing.T, order string) int64 {
 			}
 		}
 		return len(rows) == 2 && sent == 2
-	}, "both notifications of callback %d published and marked SENT", a.LogID)
+	}, 20*time.Second, 20*time.Millisecond, "both notifications of callback %d published and marked SENT", a.LogID)
 	return a.LogID
 }
 
@@ -149,9 +149,9 @@ func (e *unroutedEnv) stats(t *testing.T) map[string]any {
 // intact; and that the bound one reached its subscriber only.
 func (e *unroutedEnv) requireKept(t *testing.T, logID int64, order, viaExchange string) {
 	t.Helper()
-	testenv.Eventually(t, 5*time.Second, func() bool { return e.unrouted.Depth() == 1 },
+	require.Eventually(t, func() bool { return e.unrouted.Depth() == 1 }, 5*time.Second, 20*time.Millisecond,
 		"the notification nobody is bound for is kept in %s.downstream.unrouted (depth %d)", e.cfg.AMQP.Prefix, e.unrouted.Depth())
-	testenv.Eventually(t, 5*time.Second, func() bool { return e.gauge(t) == 1 },
+	require.Eventually(t, func() bool { return e.gauge(t) == 1 }, 5*time.Second, 20*time.Millisecond,
 		"callgate_downstream_unrouted_messages counts it (got %v)", e.gauge(t))
 	require.EqualValues(t, 1, e.stats(t)["downstream_unrouted"], "the console's stats count it")
 
@@ -173,7 +173,7 @@ func (e *unroutedEnv) requireKept(t *testing.T, logID int64, order, viaExchange 
 	require.Equal(t, "cb"+id+".somebody.listens", routed[0].MessageId, "a bound notification reaches its subscriber")
 	require.JSONEq(t, fmt.Sprintf(`{"orderCode":%q,"key":"somebody.listens"}`, order), string(routed[0].Body))
 
-	testenv.Eventually(t, 5*time.Second, func() bool { return e.gauge(t) == 0 }, "the gauge follows the queue once an operator read it")
+	require.Eventually(t, func() bool { return e.gauge(t) == 0 }, 5*time.Second, 20*time.Millisecond, "the gauge follows the queue once an operator read it")
 }
 
 func TestUnroutedNotificationIsKeptForAnOperator(t *testing.T) {

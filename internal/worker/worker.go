@@ -46,7 +46,7 @@ const announceDrain = 3 * time.Second
 // worker.shutdown_timeout, then cancel them; their messages go back to the
 // broker), stop the scheduler and relay, close the broker, then the
 // database.
-func Run(ctx context.Context, set Settings, reg *callback.Registry, log *slog.Logger, opts Options) error {
+func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog.Logger, opts Options) error {
 	if opts.Registry != nil {
 		reg = opts.Registry
 	}
@@ -57,25 +57,25 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, log *slog.Lo
 		return err
 	}
 	defer st.Close()
-	exporter, err := tracing.NewExporter(ctx, set.Tracing.OTLPEndpoint, "callgate-worker")
+	spans, err := tracing.NewSpanRecorder(ctx, set.Tracing.OTLPEndpoint, "callgate-worker")
 	if err != nil {
 		return err
 	}
-	defer func() { _ = exporter.Shutdown(context.WithoutCancel(ctx)) }()
+	defer func() { _ = spans.Shutdown(context.WithoutCancel(ctx)) }()
 
 	workerID := cfg.ID
 	if workerID == "" {
 		host, _ := os.Hostname()
 		workerID = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	log = log.With("worker_id", workerID)
+	logger = logger.With("worker_id", workerID)
 
 	m := opts.Metrics
 	if m == nil {
 		m = metrics.New("worker")
 	}
 	topo := broker.NewTopology(set.Broker, reg.Kinds())
-	mq := broker.Start(set.Broker, "callgate-worker "+workerID, topo, announceDrain, m.BrokerReconnects.Inc, log)
+	mq := broker.Start(set.Broker, "callgate-worker "+workerID, topo, announceDrain, m.BrokerReconnects.Inc, logger)
 	defer mq.Stop()
 	conn, ann := mq.Conn, mq.Announcer
 	m.ObserveAnnouncer(ann.Published, ann.Dropped, ann.Nacked)
@@ -100,27 +100,25 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, log *slog.Lo
 		ReannounceAfter: sched.Compensation.Threshold,
 		HandlerTimeout:  cfg.HandlerTimeout,
 		WorkerID:        workerID,
-		Log:             log,
+		Log:             logger,
 		Metrics:         m,
-		Tracing:         exporter,
+		Tracing:         spans,
 		Hooks:           opts.Hooks,
 	}
 
-	relay := outbox.NewRelay(sched.OutboxRelay, st, pub, log)
+	relay := outbox.NewRelay(sched.OutboxRelay, st, pub, logger)
 	relay.OnBatch = func(sent int) { m.OutboxPublished.WithLabelValues("relay").Add(float64(sent)) }
-	if err := relay.Start(context.WithoutCancel(ctx)); err != nil {
-		return err
-	}
+	relay.Start(context.WithoutCancel(ctx))
 	defer relay.Stop()
 
-	stopJobs, err := startJobs(ctx, set, st, topo, conn, ann, m, workerID, log)
+	stopJobs, err := startJobs(ctx, set, st, topo, conn, ann, m, workerID, logger)
 	if err != nil {
 		return err
 	}
 	defer stopJobs()
 
 	if cfg.MetricsAddr != "off" || opts.MetricsListener != nil {
-		stopHTTP, err := serveMetrics(cfg.MetricsAddr, opts.MetricsListener, m, log)
+		stopHTTP, err := serveMetrics(cfg.MetricsAddr, opts.MetricsListener, m, logger)
 		if err != nil {
 			return err
 		}
@@ -136,23 +134,23 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, log *slog.Lo
 		kw := cfg.Kind(kind)
 		c := &consumer{
 			kind: kind, queue: topo.Queue(kind), prefetch: kw.Prefetch, concurrency: kw.Concurrency,
-			conn: conn, proc: proc, log: log, tag: "callgate-worker-" + kind + "-" + workerID,
+			conn: conn, proc: proc, logger: logger, tag: "callgate-worker-" + kind + "-" + workerID,
 		}
 		consumers.Go(func() { c.run(ctx, workCtx) })
 	}
-	log.Info("worker: started", "kinds", reg.Kinds())
+	logger.Info("worker: started", "kinds", reg.Kinds())
 
 	<-ctx.Done()
-	log.Info("worker: stopping, waiting for in-flight callbacks", "timeout", cfg.ShutdownTimeout.String())
+	logger.Info("worker: stopping, waiting for in-flight callbacks", "timeout", cfg.ShutdownTimeout.String())
 	done := make(chan struct{})
 	go func() { consumers.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(cfg.ShutdownTimeout):
-		log.Warn("worker: shutdown timeout, cancelling in-flight callbacks (their messages return to the broker)")
+		logger.Warn("worker: shutdown timeout, cancelling in-flight callbacks (their messages return to the broker)")
 		cancelWork()
 		<-done
 	}
-	log.Info("worker: stopped")
+	logger.Info("worker: stopped")
 	return nil
 }

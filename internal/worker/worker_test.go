@@ -80,10 +80,10 @@ func (e *env) row(t *testing.T, id int64) *callback.Log {
 func (e *env) waitStatus(t *testing.T, id int64, want callback.Status) *callback.Log {
 	t.Helper()
 	var l *callback.Log
-	testenv.Eventually(t, 20*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		l = e.row(t, id)
 		return l.Status == want
-	}, "callback %d never became %s", id, want)
+	}, 20*time.Second, 20*time.Millisecond, "callback %d never became %s", id, want)
 	return l
 }
 
@@ -332,7 +332,7 @@ func TestUnknownLogIDIsAckedNotRetried(t *testing.T) {
 	id := e.pay(t, order, 1000, "PAY-UNK")
 	e.waitStatus(t, id, callback.StatusSuccess)
 	q := testenv.OpenQueue(t, e.cfg.AMQP.Prefix+".payment")
-	testenv.Eventually(t, 5*time.Second, func() bool { return q.Depth() == 0 }, "queue drained, nothing requeued forever")
+	require.Eventually(t, func() bool { return q.Depth() == 0 }, 5*time.Second, 20*time.Millisecond, "queue drained, nothing requeued forever")
 }
 
 func TestOutboxRelayDeliversWhatTheFastPathCouldNot(t *testing.T) {
@@ -352,7 +352,7 @@ func TestOutboxRelayDeliversWhatTheFastPathCouldNot(t *testing.T) {
 	testenv.StartWorker(t, cfg, opts)
 	order := testenv.CreateOrders(t, cfg, "relay", 1)[0]
 	payments := testenv.OpenQueue(t, cfg.AMQP.Prefix+".payment")
-	testenv.Eventually(t, 10*time.Second, func() bool { return payments.Depth() >= 0 }, "worker connected and declared its queues")
+	require.Eventually(t, func() bool { return payments.Depth() >= 0 }, 10*time.Second, 20*time.Millisecond, "worker connected and declared its queues")
 
 	// Store and announce directly (the gateway would do the same).
 	body := testenv.PaymentBody(order, "PAY-RELAY", 1000)
@@ -361,23 +361,23 @@ func TestOutboxRelayDeliversWhatTheFastPathCouldNot(t *testing.T) {
 	require.NoError(t, err)
 	testenv.Publish(t, cfg, "payment", fmt.Sprintf(`{"log_id":%d}`, res.ID))
 
-	testenv.Eventually(t, 10*time.Second, func() bool { return cut.Load() }, "processed")
+	require.Eventually(t, func() bool { return cut.Load() }, 10*time.Second, 20*time.Millisecond, "processed")
 	var pending int64
 	require.NoError(t, st.DB.Model(&outbox.Row{}).Where("callback_log_id = ? AND status = 'PENDING'", res.ID).Count(&pending).Error)
 	require.EqualValues(t, 2, pending, "the fast path could not publish: rows wait for the relay")
 
 	proxy.Up(t)
 	got := map[string]bool{}
-	testenv.Eventually(t, 20*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		if d, ok := down.Get(100 * time.Millisecond); ok {
 			got[d.MessageId] = true
 		}
 		return len(got) == 2
-	}, "the relay delivers every outbox row once the broker is back")
+	}, 20*time.Second, 20*time.Millisecond, "the relay delivers every outbox row once the broker is back")
 	id := strconv.FormatInt(res.ID, 10)
 	require.True(t, got["cb"+id+".warehouse.ship"] && got["cb"+id+".points.add"])
-	testenv.Eventually(t, 5*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		require.NoError(t, st.DB.Model(&outbox.Row{}).Where("callback_log_id = ? AND status = 'PENDING'", res.ID).Count(&pending).Error)
 		return pending == 0
-	})
+	}, 5*time.Second, 20*time.Millisecond)
 }

@@ -49,10 +49,11 @@ func runMain(m *testing.M) int {
 	gatewayBin = filepath.Join(dir, "gateway")
 	workerBin = filepath.Join(dir, "worker")
 	// No -race: the load is the point, and the race detector slows the
-	// processes down several times.
+	// processes down several times. -tags fault compiles the worker's
+	// kill switches (cmd/worker/fault.go), which production builds lack.
 	for bin, pkg := range map[string]string{gatewayBin: "./cmd/gateway", workerBin: "./cmd/worker"} {
 		start := time.Now()
-		cmd := exec.Command(goTool(), "build", "-o", bin, pkg)
+		cmd := exec.Command(goTool(), "build", "-tags", "fault", "-o", bin, pkg)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "fault: go build %s: %v\n%s", pkg, err, out)

@@ -14,18 +14,18 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Exporter, when set up, records spans (the intake request, the
+// SpanRecorder, when set up, records spans (the intake request, the
 // processing of a callback) and ships them over OTLP/HTTP. It is off by
 // default: without it the trace context still travels, but no span is
 // recorded.
-type Exporter struct {
+type SpanRecorder struct {
 	tp     *sdktrace.TracerProvider
 	tracer trace.Tracer
 }
 
-// NewExporter ships spans to endpoint (e.g. http://otel-collector:4318),
+// NewSpanRecorder records spans and ships them to endpoint (e.g. http://otel-collector:4318),
 // naming the process service. An empty endpoint returns nil: off.
-func NewExporter(ctx context.Context, endpoint, service string) (*Exporter, error) {
+func NewSpanRecorder(ctx context.Context, endpoint, service string) (*SpanRecorder, error) {
 	if endpoint == "" {
 		return nil, nil
 	}
@@ -39,11 +39,11 @@ func NewExporter(ctx context.Context, endpoint, service string) (*Exporter, erro
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())),
 	)
-	return &Exporter{tp: tp, tracer: tp.Tracer("callgate")}, nil
+	return &SpanRecorder{tp: tp, tracer: tp.Tracer("callgate")}, nil
 }
 
 // Shutdown flushes and stops the exporter.
-func (e *Exporter) Shutdown(ctx context.Context) error {
+func (e *SpanRecorder) Shutdown(ctx context.Context) error {
 	if e == nil {
 		return nil
 	}
@@ -53,7 +53,7 @@ func (e *Exporter) Shutdown(ctx context.Context) error {
 // StartRequest begins the span of an incoming request: its context carries
 // the platform's trace (or a new one) and a new span id. end finishes the
 // span (a no-op when e is nil).
-func (e *Exporter) StartRequest(ctx context.Context, h http.Header, name string) (context.Context, func()) {
+func (e *SpanRecorder) StartRequest(ctx context.Context, h http.Header, name string) (context.Context, func()) {
 	if e == nil {
 		return FromHeaders(ctx, h), func() {}
 	}
@@ -63,7 +63,7 @@ func (e *Exporter) StartRequest(ctx context.Context, h http.Header, name string)
 }
 
 // StartFromTraceParent begins a span continuing a stored or carried trace.
-func (e *Exporter) StartFromTraceParent(ctx context.Context, traceparent, name string) (context.Context, func()) {
+func (e *SpanRecorder) StartFromTraceParent(ctx context.Context, traceparent, name string) (context.Context, func()) {
 	if e == nil {
 		return FromTraceParent(ctx, traceparent), func() {}
 	}
