@@ -79,11 +79,7 @@ func (e *apiEnv) failedPayment(t *testing.T, order string, amount int64) int64 {
 
 func (e *apiEnv) waitStatus(t *testing.T, id int64, want callback.Status) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		l, err := e.st.GetCallback(t.Context(), id)
-		require.NoError(t, err)
-		return l.Status == want
-	}, 20*time.Second, 20*time.Millisecond, "callback %d never became %s", id, want)
+	e.st.WaitStatus(t, id, want)
 }
 
 func (e *apiEnv) createOrder(t *testing.T, code string, amount int64) {

@@ -31,9 +31,6 @@ type sessionEnv struct {
 	st  *testenv.TestStore
 }
 
-// noFollow is a client that shows redirects instead of following them.
-var noFollow = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
 func setupSessions(t *testing.T, mutate ...func(*config.Config)) *sessionEnv {
 	t.Helper()
 	base := func(c *config.Config) { c.Admin.Token = sessionActor + ":" + sessionSecret }
@@ -59,7 +56,7 @@ func (e *sessionEnv) request(t *testing.T, method, path string, form url.Values,
 	if ck != nil {
 		req.AddCookie(&http.Cookie{Name: ck.Name, Value: ck.Value})
 	}
-	resp, err := noFollow.Do(req)
+	resp, err := testenv.NoFollow.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

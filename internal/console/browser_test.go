@@ -252,9 +252,6 @@ func TestAdminPageInBrowser(t *testing.T) {
 	t.Logf("browser test took %s", time.Since(start).Round(time.Millisecond))
 }
 
-// noFollow is a client that shows redirects instead of following them.
-var noFollow = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
 func (e *pageEnv) do(t *testing.T, req *http.Request, ck *http.Cookie, hdr ...string) (*http.Response, string) {
 	t.Helper()
 	for i := 0; i+1 < len(hdr); i += 2 {
@@ -263,7 +260,7 @@ func (e *pageEnv) do(t *testing.T, req *http.Request, ck *http.Cookie, hdr ...st
 	if ck != nil {
 		req.AddCookie(ck)
 	}
-	resp, err := noFollow.Do(req)
+	resp, err := testenv.NoFollow.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -412,11 +409,7 @@ func (e *pageEnv) pay(t *testing.T, order, paymentNo string, amount int64) int64
 
 func (e *pageEnv) waitStatus(t *testing.T, id int64, want callback.Status) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		l, err := e.st.GetCallback(t.Context(), id)
-		require.NoError(t, err)
-		return l.Status == want
-	}, 20*time.Second, 20*time.Millisecond, "callback %d never became %s", id, want)
+	e.st.WaitStatus(t, id, want)
 }
 
 // startBrowser launches a headless Chromium with a fresh profile; it is

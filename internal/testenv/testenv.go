@@ -10,9 +10,11 @@
 package testenv
 
 import (
+	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -27,6 +29,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"callgate/internal/broker"
+	"callgate/internal/callback"
 	"callgate/internal/config"
 	"callgate/internal/kinds"
 	"callgate/internal/store"
@@ -164,3 +167,19 @@ func Store(t testing.TB, cfg *config.Config) *TestStore {
 }
 
 func testingVerboseLogs() bool { return os.Getenv("CALLGATE_TEST_LOG") != "" }
+
+// WaitStatus waits up to 20 s for callback id to reach status want and
+// returns it.
+func (st *TestStore) WaitStatus(t testing.TB, id int64, want callback.Status) *callback.Log {
+	t.Helper()
+	var l *callback.Log
+	require.Eventually(t, func() bool {
+		var err error
+		l, err = st.GetCallback(context.Background(), id)
+		return err == nil && l.Status == want
+	}, 20*time.Second, 20*time.Millisecond, "callback %d never became %s", id, want)
+	return l
+}
+
+// NoFollow is an HTTP client that shows redirects instead of following them.
+var NoFollow = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -120,8 +120,9 @@ func (p *Processor) Process(workCtx context.Context, logID int64, traceparent st
 		// timeout): not the callback's fault, so not an attempt.
 		p.Metrics.TransactionRetries.WithLabelValues(kindOf(&r.cb), contentionReason(r.err)).Inc()
 		p.Log.InfoContext(workCtx, "worker: transaction met contention, running it again", "log_id", logID, "try", try+1, "error", r.err)
-		if !sleepCtx(workCtx, time.Duration(rand.Int64N(int64(contentionPause)))) {
-			break
+		select {
+		case <-workCtx.Done():
+		case <-time.After(time.Duration(rand.Int64N(int64(contentionPause)))):
 		}
 	}
 	return p.settle(workCtx, logID, &r, started)
@@ -374,16 +375,4 @@ func contentionReason(err error) string {
 		return "deadlock"
 	}
 	return "lock_wait_timeout"
-}
-
-// sleepCtx waits d or until ctx ends, and reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
