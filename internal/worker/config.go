@@ -28,6 +28,9 @@ type Config struct {
 	// MetricsAddr serves GET /metrics and /healthz. Default ":9090"; "off"
 	// disables it.
 	MetricsAddr string `yaml:"metrics_addr"`
+	// BatchSize is how many callbacks one transaction processes at most.
+	// 1 is exactly one transaction per callback. Default BatchSizeDefault.
+	BatchSize int `yaml:"batch_size"`
 	// Kinds holds per-kind consumer settings, keyed by kind.
 	Kinds map[string]KindConfig `yaml:"kinds"`
 }
@@ -47,6 +50,8 @@ const (
 	ShutdownTimeoutDefault = 20 * time.Second
 	MetricsAddrDefault     = ":9090"
 	ConcurrencyDefault     = 8
+	BatchSizeDefault       = 64
+	BatchSizeLimit         = 1000
 )
 
 // WithDefaults returns a copy with every unset field at its default.
@@ -59,6 +64,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MetricsAddr == "" {
 		c.MetricsAddr = MetricsAddrDefault
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = BatchSizeDefault
 	}
 	kinds := make(map[string]KindConfig, len(c.Kinds))
 	for name, k := range c.Kinds {
@@ -88,6 +96,9 @@ func (c Config) Validate(kinds []string) error {
 	var errs []error
 	if c.HandlerTimeout < 0 || c.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("handler_timeout, shutdown_timeout: must not be negative"))
+	}
+	if c.BatchSize < 1 || c.BatchSize > BatchSizeLimit {
+		errs = append(errs, fmt.Errorf("batch_size: want 1 to %d", BatchSizeLimit))
 	}
 	for kind, k := range c.Kinds {
 		field := "kinds." + kind
