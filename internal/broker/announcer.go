@@ -166,7 +166,7 @@ func (a *Announcer) publishOn(ctx context.Context, conn *amqp.Connection, untilE
 		msg := amqp.Publishing{
 			ContentType:  "application/json",
 			DeliveryMode: amqp.Persistent,
-			MessageId:    "callback-" + strconv.FormatInt(an.LogID, 10),
+			MessageId:    announcementID(an),
 			Timestamp:    time.Now(),
 			Type:         an.Kind,
 			AppId:        a.cfg.AppID,
@@ -196,3 +196,16 @@ func (a *Announcer) requeue(an Announcement) {
 
 // Done is closed when Run has returned.
 func (a *Announcer) Done() <-chan struct{} { return a.stopped }
+
+// announcementID names a message by its first log id and how many it
+// carries ("callback-42", "callback-42+17").
+func announcementID(an Announcement) string {
+	if len(an.LogIDs) == 0 {
+		return "callback-none"
+	}
+	id := "callback-" + strconv.FormatInt(an.LogIDs[0], 10)
+	if n := len(an.LogIDs); n > 1 {
+		id += "+" + strconv.Itoa(n-1)
+	}
+	return id
+}

@@ -65,8 +65,8 @@ func TestDefaultsAndExpansion(t *testing.T) {
 	require.Equal(t, "callgate", cfg.AMQP.Prefix)
 	require.Equal(t, "classic", cfg.AMQP.QueueType)
 	require.Equal(t, ":8080", cfg.HTTP.Addr)
-	require.Equal(t, 8, cfg.Worker.Kind("payment").Concurrency)
-	require.Equal(t, 16, cfg.Worker.Kind("payment").Prefetch)
+	require.Equal(t, 4, cfg.Worker.Kind("payment").Concurrency)
+	require.Equal(t, 4*64, cfg.Worker.Kind("payment").Prefetch, "enough for every slot to gather a full batch")
 }
 
 func TestEnvironmentOverrides(t *testing.T) {

@@ -59,13 +59,6 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 		return err
 	}
 
-	var inserter intake.Inserter = st
-	if cfg.MySQL.GroupCommit {
-		b := store.NewBatcher(st, cfg.MySQL.GroupCommitWriters, cfg.MySQL.GroupCommitMaxBatch, log)
-		defer b.Close()
-		inserter = b
-	}
-
 	spans, err := tracing.NewSpanRecorder(ctx, cfg.Tracing.OTLPEndpoint, "callgate-gateway")
 	if err != nil {
 		return err
@@ -77,6 +70,16 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 	mq := broker.Start(cfg.AMQP, "callgate-gateway", topo, announceDrain, m.BrokerReconnects.Inc, log)
 	defer mq.Stop()
 	conn, ann := mq.Conn, mq.Announcer
+	// The intake announces what it stores: a group-commit batch's new
+	// callbacks in one announcement per kind. (Closed before the broker
+	// stops, so its last announcements are published.)
+	announceNew := intake.AnnounceNew(ann, log)
+	var inserter intake.Inserter = intake.OneByOne{Store: st, Announce: announceNew}
+	if cfg.MySQL.GroupCommit {
+		b := store.NewBatcher(st, cfg.MySQL.GroupCommitWriters, cfg.MySQL.GroupCommitMaxBatch, log, announceNew)
+		defer b.Close()
+		inserter = b
+	}
 	m.ObserveAnnouncer(ann.Published, ann.Dropped, ann.Nacked)
 
 	gcfg := Config{
@@ -89,7 +92,6 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 		Intake: &intake.Handler{
 			Sources:         sources,
 			Store:           inserter,
-			Announcer:       ann,
 			Log:             log,
 			StoreTimeout:    cfg.MySQL.IntakeTimeout,
 			ReannounceAfter: cfg.Scheduler.Compensation.Threshold,

@@ -1,8 +1,10 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -111,4 +113,49 @@ func TestGatewayRefusesABodyLimitMySQLCannotStore(t *testing.T) {
 	err := gateway.Run(t.Context(), cfg, testenv.Logger(t, cfg), nil)
 	require.ErrorContains(t, err, fmt.Sprintf("sources[1] (%s).max_body_bytes", cfg.Sources[1].Name))
 	require.ErrorContains(t, err, "max_allowed_packet")
+}
+
+// TestIntakeAnnouncesOneMessagePerBatchAndKind: concurrent callbacks that
+// share group-commit batches are announced with one message per batch and
+// kind, {"log_ids":[...]} in the batch's (arrival) order: every accepted
+// callback is announced exactly once, in fewer messages than callbacks.
+func TestIntakeAnnouncesOneMessagePerBatchAndKind(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 60
+	accepted := make([]int64, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			body := testenv.PaymentBody(fmt.Sprintf("ORD-B-%d", i), fmt.Sprintf("PAY-B-%d", i), 1)
+			a := testenv.Post(t, b.gw.URL, "paydemo", body, testenv.PaydemoHeaders(t, b.cfg, fmt.Sprintf("msg_b%d", i), time.Now(), body))
+			require.Equal(t, http.StatusOK, a.Status, string(a.Body))
+			accepted[i] = a.LogID
+		})
+	}
+	wg.Wait()
+
+	announced := map[int64]int{}
+	messages := 0
+	for len(announced) < n {
+		d, ok := b.payments.Get(5 * time.Second)
+		require.True(t, ok, "every accepted callback is announced: %d of %d", len(announced), n)
+		var body struct {
+			LogIDs []int64 `json:"log_ids"`
+		}
+		require.NoError(t, json.Unmarshal(d.Body, &body), string(d.Body))
+		require.NotEmpty(t, body.LogIDs)
+		require.True(t, slices.IsSorted(body.LogIDs), "a batch's ids in arrival (id) order: %v", body.LogIDs)
+		require.NotEmpty(t, d.Headers["traceparent"], "the first callback's trace")
+		for _, id := range body.LogIDs {
+			announced[id]++
+		}
+		messages++
+	}
+	for _, id := range accepted {
+		require.Equal(t, 1, announced[id], "log %d announced once", id)
+	}
+	require.Len(t, announced, n)
+	t.Logf("%d callbacks announced in %d messages", n, messages)
+	require.Less(t, messages, n, "batches share an announcement")
 }

@@ -85,7 +85,7 @@ func testIntakePaymentStoredAndAnnounced(t *testing.T, mode func(*config.Config)
 
 	msg, ok := b.payments.Get(5 * time.Second)
 	require.True(t, ok, "announcement on <prefix>.payment")
-	require.JSONEq(t, fmt.Sprintf(`{"log_id":%d}`, a.LogID), string(msg.Body))
+	require.JSONEq(t, fmt.Sprintf(`{"log_ids":[%d]}`, a.LogID), string(msg.Body))
 	require.EqualValues(t, 2, msg.DeliveryMode, "persistent")
 	tp, _ := msg.Headers["traceparent"].(string)
 	require.Contains(t, tp, "4bf92f3577b34da6a3ce929d0e0e4736")
@@ -108,7 +108,7 @@ func testIntakeLogisticsEventIDFromFields(t *testing.T, mode func(*config.Config
 
 	msg, ok := b.logistics.Get(5 * time.Second)
 	require.True(t, ok)
-	require.JSONEq(t, fmt.Sprintf(`{"log_id":%d}`, a.LogID), string(msg.Body))
+	require.JSONEq(t, fmt.Sprintf(`{"log_ids":[%d]}`, a.LogID), string(msg.Body))
 	tp, _ := msg.Headers["traceparent"].(string)
 	require.Contains(t, tp, row.TraceID)
 }
@@ -287,7 +287,7 @@ func testIntakeBrokerReconnectsAndAnnounces(t *testing.T, mode func(*config.Conf
 		if d, ok := b.payments.Get(100 * time.Millisecond); ok {
 			got[string(d.Body)] = true
 		}
-		return got[fmt.Sprintf(`{"log_id":%d}`, after.LogID)]
+		return got[fmt.Sprintf(`{"log_ids":[%d]}`, after.LogID)]
 	}, 15*time.Second, 20*time.Millisecond, "announcements resume after the broker comes back")
 	require.NotEqual(t, first.LogID, after.LogID)
 }
@@ -383,7 +383,7 @@ func TestQuorumQueues(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.Status)
 	msg, ok := b.payments.Get(5 * time.Second)
 	require.True(t, ok)
-	require.JSONEq(t, fmt.Sprintf(`{"log_id":%d}`, a.LogID), string(msg.Body))
+	require.JSONEq(t, fmt.Sprintf(`{"log_ids":[%d]}`, a.LogID), string(msg.Body))
 	// Redeclaring as classic must fail: proof the queue really is quorum.
 	_, err := b.payments.Channel().QueueDeclare(b.cfg.AMQP.Prefix+".payment", true, false, false, false,
 		amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeClassic})

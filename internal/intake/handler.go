@@ -14,29 +14,23 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"callgate/internal/broker"
 	"callgate/internal/callback"
 	"callgate/internal/metrics"
 	"callgate/internal/store"
 	"callgate/internal/tracing"
 )
 
-// Inserter stores a callback as PENDING and says whether it was new.
+// Inserter stores a callback as PENDING, announces it when it is new, and
+// says whether it was.
 type Inserter interface {
 	InsertCallback(ctx context.Context, l *callback.Log) (store.InsertResult, error)
 }
 
-// Announcer queues a log id for the workers without blocking.
-type Announcer interface {
-	Announce(an broker.Announcement) bool
-}
-
 // Handler serves POST /callbacks/:source.
 type Handler struct {
-	Sources   map[string]*Source
-	Store     Inserter
-	Announcer Announcer
-	Log       *slog.Logger
+	Sources map[string]*Source
+	Store   Inserter
+	Log     *slog.Logger
 	// StoreTimeout bounds the INSERT; past it the platform gets a 503.
 	StoreTimeout time.Duration
 	// ReannounceAfter sets next_attempt_at: if no worker has processed the
@@ -146,13 +140,9 @@ func (h *Handler) Callback(c *gin.Context) {
 		h.fail(c, http.StatusServiceUnavailable, reasonUnavailable, err)
 		return
 	}
-	// Committed. The announcement is queued, never awaited: if the broker
-	// is slow or down the row stays PENDING and compensation announces it.
-	if !res.Duplicate {
-		if !h.Announcer.Announce(broker.Announcement{LogID: res.ID, Kind: src.Config.Kind, TraceParent: tracing.TraceParent(ctx)}) {
-			h.Log.WarnContext(ctx, "intake: announce buffer full, left for compensation", "log_id", res.ID, "source", src.Config.Name)
-		}
-	}
+	// Committed, and announced by the inserter (queued, never awaited: if
+	// the broker is slow or down the row stays PENDING and compensation
+	// announces it).
 	c.Set(ctxDuplicate, res.Duplicate)
 	h.succeed(c, src, res, eventID)
 }

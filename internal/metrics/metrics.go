@@ -26,6 +26,8 @@ type Metrics struct {
 	Retries            *prometheus.CounterVec   // kind
 	FailedTransitions  *prometheus.CounterVec   // kind
 	TransactionRetries *prometheus.CounterVec   // kind, reason: deadlock, lock_wait_timeout
+	BatchSizes         prometheus.Histogram     // callbacks per batch transaction
+	BatchFallbacks     *prometheus.CounterVec   // reason: handler, transaction
 
 	OutboxPublished *prometheus.CounterVec // path: fast, relay
 	OutboxPending   prometheus.Gauge
@@ -79,6 +81,11 @@ func New(process string) *Metrics {
 	m.Attempts = counter("callback_attempts_total", "Processing attempts recorded.", "kind")
 	m.Retries = counter("callback_retries_total", "Attempts that failed and will be retried.", "kind")
 	m.FailedTransitions = counter("callback_failed_total", "Callbacks that went to FAILED.", "kind")
+	m.BatchSizes = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "callgate", Name: "batch_size",
+		Help: "Callbacks claimed per batch transaction.", Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}, ConstLabels: constLabels})
+	f(m.BatchSizes)
+	m.BatchFallbacks = counter("batch_fallbacks_total",
+		"Batch transactions rolled back whose callbacks then ran one by one, by reason (a handler failed, or the transaction did).", "reason")
 	m.TransactionRetries = counter("transaction_retries_total",
 		"Processing transactions run again at once after a deadlock or lock wait timeout (not counted as attempts).", "kind", "reason")
 	m.OutboxPublished = counter("outbox_published_total", "Outbox rows published and confirmed, by path (fast, relay).", "path")

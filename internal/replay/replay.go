@@ -91,8 +91,16 @@ func (r *Replayer) Replay(ctx context.Context, actor string, id int64, reason st
 	return &sum, nil
 }
 
+// announceAll announces callbacks, one announcement per kind.
+func announceAll(a Announcer, cbs []callback.Log) {
+	for _, an := range broker.Announcements(len(cbs), func(i int) string { return cbs[i].Kind }, func(i int) int64 { return cbs[i].ID },
+		func(i int) string { return tracing.TraceParentFromID(cbs[i].TraceID) }) {
+		a.Announce(an)
+	}
+}
+
 func announce(a Announcer, cb *callback.Log) {
-	a.Announce(broker.Announcement{LogID: cb.ID, Kind: cb.Kind, TraceParent: tracing.TraceParentFromID(cb.TraceID)})
+	a.Announce(broker.Announcement{LogIDs: []int64{cb.ID}, Kind: cb.Kind, TraceParent: tracing.TraceParentFromID(cb.TraceID)})
 }
 
 // DryRunResult answers a dry run.

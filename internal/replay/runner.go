@@ -82,9 +82,7 @@ func (r *Runner) step(ctx context.Context, jobID int64, budget int) error {
 	if err != nil {
 		return fmt.Errorf("error advancing replay job %d: %w", jobID, err)
 	}
-	for i := range picked {
-		announce(r.Announcer, &picked[i])
-	}
+	announceAll(r.Announcer, picked)
 	if len(picked) > 0 {
 		if r.OnReplayed != nil {
 			r.OnReplayed(len(picked))

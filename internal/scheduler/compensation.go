@@ -89,14 +89,15 @@ func (c *Compensation) batch(ctx context.Context, kind string) (announced int, b
 	if err != nil {
 		return 0, false, err
 	}
-	for i := range due {
-		an := broker.Announcement{LogID: due[i].ID, Kind: due[i].Kind, TraceParent: tracing.TraceParentFromID(due[i].TraceID)}
+	ans := broker.Announcements(len(due), func(int) string { return kind }, func(i int) int64 { return due[i].ID },
+		func(i int) string { return tracing.TraceParentFromID(due[i].TraceID) })
+	for _, an := range ans {
 		if !c.Announcer.Announce(an) {
 			// The rest stays due a threshold from now; stop claiming more.
 			bufferFull = true
 			break
 		}
-		announced++
+		announced += len(an.LogIDs)
 	}
 	return announced, bufferFull, nil
 }

@@ -124,7 +124,7 @@ func TestCompensationAnnouncesDueCallbacksOnce(t *testing.T) {
 		got = append(got, string(d.Body))
 		require.Contains(t, d.Headers["traceparent"], "4bf92f3577b34da6a3ce929d0e0e4736")
 	}
-	require.Equal(t, []string{fmt.Sprintf(`{"log_id":%d}`, due2), fmt.Sprintf(`{"log_id":%d}`, due1)}, got,
+	require.Equal(t, []string{fmt.Sprintf(`{"log_ids":[%d]}`, due2), fmt.Sprintf(`{"log_ids":[%d]}`, due1)}, got,
 		"oldest due first, only PENDING and due")
 
 	// Claimed rows are pushed a threshold ahead: not announced again now.

@@ -33,6 +33,8 @@ type Batcher struct {
 	st       *Store
 	log      *slog.Logger
 	maxBatch int
+	// onNew is told the new rows of each batch (to announce them).
+	onNew func([]Inserted)
 	queues   []chan *pendingInsert
 	wg       sync.WaitGroup
 	stop     chan struct{}
@@ -69,10 +71,18 @@ const (
 // the request is answered 503 (the platform retries) rather than 200.
 var ErrUnaccounted = errors.New("callback row not found after its batch insert")
 
+// Inserted is a callback the intake stored as new.
+type Inserted struct {
+	ID      int64
+	Kind    string
+	TraceID string
+}
+
 // NewBatcher starts writers goroutines flushing batches of at most maxBatch
-// rows. Close stops them.
-func NewBatcher(st *Store, writers, maxBatch int, log *slog.Logger) *Batcher {
-	b := &Batcher{st: st, log: log, maxBatch: maxBatch, stop: make(chan struct{})}
+// rows; after each batch commits, onNew (if set) is told its new rows
+// before their requests are answered. Close stops them.
+func NewBatcher(st *Store, writers, maxBatch int, log *slog.Logger, onNew func([]Inserted)) *Batcher {
+	b := &Batcher{st: st, log: log, maxBatch: maxBatch, onNew: onNew, stop: make(chan struct{})}
 	for range writers {
 		q := make(chan *pendingInsert, maxBatch*2)
 		b.queues = append(b.queues, q)
@@ -228,6 +238,7 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 			p.res, p.err = b.st.InsertCallback(ctx, p.row)
 		}
 	}
+	var fresh []Inserted
 	for _, p := range batch {
 		f := firsts[key{p.row.Source, p.row.EventID}]
 		switch {
@@ -237,7 +248,12 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 			p.err = f.err
 		case f != p:
 			p.res = InsertResult{ID: f.res.ID, Duplicate: true}
+		case !p.res.Duplicate:
+			fresh = append(fresh, Inserted{ID: p.res.ID, Kind: p.row.Kind, TraceID: p.row.TraceID})
 		}
+	}
+	if len(fresh) > 0 && b.onNew != nil {
+		b.onNew(fresh)
 	}
 }
 

@@ -150,7 +150,7 @@ func TestBatchRowsGetIDsInArrivalOrder(t *testing.T) {
 		t.Run(fmt.Sprintf("writers=%d", writers), func(t *testing.T) {
 			t.Parallel()
 			st := openTestStore(t)
-			b := NewBatcher(st, writers, 256, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			b := NewBatcher(st, writers, 256, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 			defer b.Close()
 			ctx := t.Context()
 
@@ -209,7 +209,7 @@ func TestBatchBoundedByBytes(t *testing.T) {
 	t.Parallel()
 	st := openTestStore(t)
 	var logged strings.Builder
-	b := NewBatcher(st, 1, 256, slog.New(slog.NewTextHandler(&syncWriter{w: &logged}, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	b := NewBatcher(st, 1, 256, slog.New(slog.NewTextHandler(&syncWriter{w: &logged}, &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
 	defer b.Close()
 	ctx := t.Context()
 	tx, err := st.sql.BeginTx(ctx, nil)

@@ -21,7 +21,7 @@ func TestBatcherSameAnswersAsOneInsertPerRequest(t *testing.T) {
 	t.Parallel()
 	cfg := testenv.Config(t)
 	st := testenv.Store(t, cfg)
-	b := store.NewBatcher(st.Store, 2, 64, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	b := store.NewBatcher(st.Store, 2, 64, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	defer b.Close()
 
 	// One event already stored before the batches.
@@ -74,7 +74,7 @@ func TestBatcherBadRowDoesNotFailItsBatchMates(t *testing.T) {
 	t.Parallel()
 	cfg := testenv.Config(t)
 	st := testenv.Store(t, cfg)
-	b := store.NewBatcher(st.Store, 1, 64, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	b := store.NewBatcher(st.Store, 1, 64, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	defer b.Close()
 	var wg sync.WaitGroup
 	errs := make([]error, 20)
@@ -112,7 +112,7 @@ func TestBatcherStormOfDuplicatesAcrossTwoGateways(t *testing.T) {
 	cfg := testenv.Config(t)
 	st := testenv.Store(t, cfg)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	batchers := []*store.Batcher{store.NewBatcher(st.Store, 2, 256, quiet), store.NewBatcher(testenv.Store(t, cfg).Store, 2, 256, quiet)}
+	batchers := []*store.Batcher{store.NewBatcher(st.Store, 2, 256, quiet, nil), store.NewBatcher(testenv.Store(t, cfg).Store, 2, 256, quiet, nil)}
 	defer batchers[0].Close()
 	defer batchers[1].Close()
 

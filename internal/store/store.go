@@ -72,17 +72,23 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := gorm.Open(gormmysql.New(gormmysql.Config{DSN: dsn, SkipInitializeWithVersion: true}), &gorm.Config{
+	mc, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("invalid mysql.dsn: %w", err)
+	}
+	connector, err := mysql.NewConnector(mc)
+	if err != nil {
+		return nil, fmt.Errorf("invalid mysql.dsn: %w", err)
+	}
+	sqlDB := sql.OpenDB(readCommitted{connector})
+	db, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: sqlDB, SkipInitializeWithVersion: true}), &gorm.Config{
 		Logger:                 logger.Discard,
 		SkipDefaultTransaction: true,
 		DisableAutomaticPing:   true,
 		PrepareStmt:            false,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("error opening database: %w", err)
-	}
-	sqlDB, err := db.DB()
-	if err != nil {
+		_ = sqlDB.Close()
 		return nil, fmt.Errorf("error opening database: %w", err)
 	}
 	sqlDB.SetMaxOpenConns(cfg.MaxOpenConns)
@@ -161,15 +167,16 @@ type Tx struct{ g *gorm.DB }
 // commit or roll back with the callback's status.
 func (tx *Tx) Gorm() *gorm.DB { return tx.g }
 
-// InTx runs fn in one transaction at READ COMMITTED (locking reads lock the
-// rows they return and no gaps) and commits it when fn returns nil. A
-// driver error is translated; fn's own errors are returned as they are.
+// InTx runs fn in one transaction (READ COMMITTED, the session's level:
+// locking reads lock the rows they return and no gaps) and commits it when
+// fn returns nil. A driver error is translated; fn's own errors are
+// returned as they are.
 func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	var fnErr error
 	err := s.db.WithContext(ctx).Transaction(func(g *gorm.DB) error {
 		fnErr = fn(&Tx{g: g})
 		return fnErr
-	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	})
 	if err == nil || (fnErr != nil && errors.Is(err, fnErr)) {
 		return err
 	}
@@ -183,4 +190,27 @@ func (s *Store) q(ctx context.Context, tx *Tx) *gorm.DB {
 		return tx.g.WithContext(ctx)
 	}
 	return s.db.WithContext(ctx)
+}
+
+// readCommitted sets every new connection's session to READ COMMITTED, so
+// that no transaction pays a SET TRANSACTION statement of its own (the
+// statement works on MariaDB and MySQL alike, unlike the variable's name).
+type readCommitted struct{ driver.Connector }
+
+// Connect implements driver.Connector.
+func (c readCommitted) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ex, ok := conn.(driver.ExecerContext)
+	if !ok {
+		_ = conn.Close()
+		return nil, errors.New("mysql driver connection cannot execute statements")
+	}
+	if _, err := ex.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", nil); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("error setting the session's isolation level: %w", err)
+	}
+	return conn, nil
 }

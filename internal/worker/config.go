@@ -37,10 +37,12 @@ type Config struct {
 
 // KindConfig is one kind's consumer settings.
 type KindConfig struct {
-	// Concurrency is how many callbacks of this kind run at once.
-	// Default 8.
+	// Concurrency is how many batches of this kind run at once (with
+	// batch_size 1: callbacks). Default 4.
 	Concurrency int `yaml:"concurrency"`
-	// Prefetch bounds unacked deliveries. Default 2 x Concurrency.
+	// Prefetch bounds unacked deliveries (messages, each announcing one or
+	// more callbacks). Default: enough for every slot to gather a full
+	// batch of single announcements, Concurrency x BatchSize.
 	Prefetch int `yaml:"prefetch"`
 }
 
@@ -49,7 +51,7 @@ const (
 	HandlerTimeoutDefault  = 30 * time.Second
 	ShutdownTimeoutDefault = 20 * time.Second
 	MetricsAddrDefault     = ":9090"
-	ConcurrencyDefault     = 8
+	ConcurrencyDefault     = 4
 	BatchSizeDefault       = 64
 	BatchSizeLimit         = 1000
 )
@@ -70,25 +72,28 @@ func (c Config) WithDefaults() Config {
 	}
 	kinds := make(map[string]KindConfig, len(c.Kinds))
 	for name, k := range c.Kinds {
-		kinds[name] = k.WithDefaults()
+		kinds[name] = k.WithDefaults(c.BatchSize)
 	}
 	c.Kinds = kinds
 	return c
 }
 
-// WithDefaults returns a copy with every unset field at its default.
-func (k KindConfig) WithDefaults() KindConfig {
+// WithDefaults returns a copy with every unset field at its default, for
+// batches of batchSize.
+func (k KindConfig) WithDefaults(batchSize int) KindConfig {
 	if k.Concurrency == 0 {
 		k.Concurrency = ConcurrencyDefault
 	}
 	if k.Prefetch == 0 {
-		k.Prefetch = 2 * k.Concurrency
+		k.Prefetch = k.Concurrency * max(1, batchSize)
 	}
 	return k
 }
 
 // Kind returns the consumer settings of kind, defaults filled.
-func (c Config) Kind(kind string) KindConfig { return c.Kinds[kind].WithDefaults() }
+func (c Config) Kind(kind string) KindConfig {
+	return c.Kinds[kind].WithDefaults(c.WithDefaults().BatchSize)
+}
 
 // Validate reports every problem at once, each naming its field. kinds are
 // the callback kinds this build knows.

@@ -10,7 +10,6 @@ import (
 
 	"callgate/internal/broker"
 	"callgate/internal/callback"
-	"callgate/internal/tracing"
 )
 
 // requeuePause slows the redelivery loop while the database is away.
@@ -28,6 +27,8 @@ type consumer struct {
 	proc        *Processor
 	logger      *slog.Logger
 	tag         string
+	// batchSize is how many callbacks a batch gathers at most.
+	batchSize int
 }
 
 // run consumes until ctx ends. Each delivery is processed under workCtx,
@@ -67,55 +68,120 @@ func (c *consumer) consumeOn(ctx, workCtx context.Context, conn *amqp.Connection
 	if err != nil {
 		return err
 	}
-	c.logger.Info("worker: consuming", "queue", c.queue, "prefetch", c.prefetch, "concurrency", c.concurrency)
+	c.logger.Info("worker: consuming", "queue", c.queue, "prefetch", c.prefetch, "concurrency", c.concurrency, "batch_size", c.batchSize)
 	for {
+		// A free slot first, then the batch: what queued up while every
+		// slot was busy goes into the next batch (batches grow with the
+		// load, and a lone message is processed at once).
 		select {
 		case <-ctx.Done():
-			// Stop taking new messages; the prefetched ones not started go
-			// back to the broker when the channel closes.
-			_ = ch.Cancel(c.tag, false)
-			return nil
+			return c.stop(ch)
+		case sem <- struct{}{}:
+		}
+		var batch []amqp.Delivery
+		select {
+		case <-ctx.Done():
+			<-sem
+			return c.stop(ch)
 		case d, ok := <-deliveries:
 			if !ok {
+				<-sem
 				return amqp.ErrClosed
 			}
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				_ = d.Nack(false, true)
-				continue
-			}
-			inflight.Add(1)
-			go func() {
-				defer inflight.Done()
-				defer func() { <-sem }()
-				c.handle(workCtx, d)
-			}()
+			batch = c.gather(d, deliveries)
 		}
+		inflight.Add(1)
+		go func() {
+			defer inflight.Done()
+			defer func() { <-sem }()
+			c.handle(workCtx, batch)
+		}()
 	}
 }
 
-func (c *consumer) handle(ctx context.Context, d amqp.Delivery) {
-	logID, err := broker.ParseAnnouncement(d.Body)
+// stop cancels the subscription: the prefetched messages not started go
+// back to the broker when the channel closes.
+func (c *consumer) stop(ch *amqp.Channel) error {
+	_ = ch.Cancel(c.tag, false)
+	return nil
+}
+
+// gather adds to first the deliveries already waiting, without waiting for
+// more, until they carry batchSize callbacks.
+func (c *consumer) gather(first amqp.Delivery, deliveries <-chan amqp.Delivery) []amqp.Delivery {
+	batch := []amqp.Delivery{first}
+	n := announcedCount(first.Body)
+	for n < c.batchSize {
+		select {
+		case d, ok := <-deliveries:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, d)
+			n += announcedCount(d.Body)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// announcedCount is how many callbacks a message announces (1 for one that
+// cannot be read: it is dropped in handle).
+func announcedCount(body []byte) int {
+	ids, err := broker.ParseAnnouncement(body)
 	if err != nil {
-		// Not something we announced: nothing to process, nothing to retry.
-		c.logger.Warn("worker: unreadable message dropped", "queue", c.queue, "body", callback.Truncate(string(d.Body), 200))
-		_ = d.Ack(false)
+		return 1
+	}
+	return len(ids)
+}
+
+// handle processes the callbacks of a batch of deliveries and settles each
+// delivery: acked when all its callbacks are done for now, back to the
+// broker (after a pause) when one of them could not be recorded.
+func (c *consumer) handle(ctx context.Context, batch []amqp.Delivery) {
+	perDelivery := make([][]int64, len(batch))
+	var all []int64
+	for i, d := range batch {
+		ids, err := broker.ParseAnnouncement(d.Body)
+		if err != nil {
+			// Not something we announced: nothing to process, nothing to
+			// retry.
+			c.logger.Warn("worker: unreadable message dropped", "queue", c.queue, "body", callback.Truncate(string(d.Body), 200))
+			_ = d.Ack(false)
+			continue
+		}
+		perDelivery[i] = ids
+		all = append(all, ids...)
+	}
+	if len(all) == 0 {
 		return
 	}
-	tp, _ := d.Headers[tracing.HeaderTraceParent].(string)
-	switch c.proc.Process(ctx, logID, tp) {
-	case Requeue:
-		select {
-		case <-time.After(requeuePause):
-		case <-ctx.Done():
+	results := c.proc.ProcessBatch(ctx, all)
+	requeue := false
+	for i, d := range batch {
+		if perDelivery[i] == nil {
+			continue
+		}
+		ok := true
+		for _, id := range perDelivery[i] {
+			ok = ok && results[id] == Ack
+		}
+		if ok {
+			if err := d.Ack(false); err != nil {
+				// The channel is gone; the broker redelivers and
+				// idempotency absorbs it.
+				c.logger.Debug("worker: ack failed", "log_ids", len(perDelivery[i]), "error", err)
+			}
+			continue
+		}
+		if !requeue {
+			requeue = true
+			select {
+			case <-time.After(requeuePause):
+			case <-ctx.Done():
+			}
 		}
 		_ = d.Nack(false, true)
-	default:
-		if err := d.Ack(false); err != nil {
-			// The channel is gone; the broker redelivers and idempotency
-			// absorbs it.
-			c.logger.Debug("worker: ack failed", "log_id", logID, "error", err)
-		}
 	}
 }

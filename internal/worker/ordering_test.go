@@ -173,9 +173,10 @@ type throughputRun struct {
 // startThroughputRun prepares a fresh database and prefix with the
 // test_effects table and the callbacks keyed by keyFor(i) (i in insert
 // order), and starts 4 workers on it with payment concurrency 16.
-func startThroughputRun(t *testing.T, keyFor func(i int) string) *throughputRun {
+func startThroughputRun(t *testing.T, batchSize int, keyFor func(i int) string) *throughputRun {
 	t.Helper()
 	cfg := testenv.Config(t, func(c *config.Config) {
+		c.Worker.BatchSize = batchSize
 		c.Worker.Kinds[callback.KindPayment] = worker.KindConfig{Concurrency: 16, Prefetch: 32}
 		// 4 pools in one test against one MariaDB (max_connections 151):
 		// 16 transactions plus the wake-ups, relay and compensation fit.
@@ -246,11 +247,17 @@ func (r *throughputRun) rate() float64 { return float64(orderingTotal) / r.wallT
 // does not serialize the whole stream. Not parallel: it measures
 // throughput, which other tests running alongside would distort.
 func TestPerKeyOrderingAcrossWorkers(t *testing.T) {
+	for _, bs := range []int{1, worker.BatchSizeDefault} {
+		t.Run(fmt.Sprintf("batch_size=%d", bs), func(t *testing.T) { testPerKeyOrderingAcrossWorkers(t, bs) })
+	}
+}
+
+func testPerKeyOrderingAcrossWorkers(t *testing.T, batchSize int) {
 	// Interleaved: round robin over the keys, so each key's 20 callbacks
 	// are spread over the whole id range.
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("announcement shuffle seed %d", seed)
-	ordered := startThroughputRun(t, func(i int) string { return fmt.Sprintf("ORD-%03d", i%orderingKeys) })
+	ordered := startThroughputRun(t, batchSize, func(i int) string { return fmt.Sprintf("ORD-%03d", i%orderingKeys) })
 	ordered.run(t, seed)
 
 	if v := ordered.tracker.Violations(); len(v) > 0 {
@@ -296,7 +303,7 @@ func TestPerKeyOrderingAcrossWorkers(t *testing.T) {
 	ordered.stop(t)
 
 	// The same load without ordering constraints: every callback its own key.
-	unordered := startThroughputRun(t, func(i int) string { return fmt.Sprintf("UNI-%04d", i) })
+	unordered := startThroughputRun(t, batchSize, func(i int) string { return fmt.Sprintf("UNI-%04d", i) })
 	unordered.run(t, seed)
 	require.Empty(t, unordered.tracker.Violations())
 	var n int64

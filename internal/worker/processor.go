@@ -51,11 +51,14 @@ type Processor struct {
 	Announcer Announcer
 	// ReannounceAfter is the safety net of a deferred callback.
 	ReannounceAfter time.Duration
-	// HandlerTimeout bounds the transaction.
+	// HandlerTimeout bounds a handler, and a transaction.
 	HandlerTimeout time.Duration
-	WorkerID       string
-	Log            *slog.Logger
-	Metrics        *metrics.Metrics
+	// BatchSize is the most callbacks one transaction processes; 1 is one
+	// transaction per callback.
+	BatchSize int
+	WorkerID  string
+	Log       *slog.Logger
+	Metrics   *metrics.Metrics
 	// Tracing records spans when an OTLP endpoint is configured (nil: off).
 	Tracing *tracing.SpanRecorder
 	// Hooks lets tests stop the process at a chosen point (fault tests).
@@ -96,16 +99,16 @@ type run struct {
 	timedOut  bool  // the transaction outlived HandlerTimeout
 }
 
-// Process handles one log id. It never returns an error: every outcome is
-// recorded in the database, and the Result tells the caller whether to ack.
+// Process handles one log id in a transaction of its own (batch_size 1,
+// and each callback of a batch that could not commit as a whole). It never
+// returns an error: every outcome is recorded in the database, and the
+// Result tells the caller whether to ack. The callback's trace is its
+// row's.
 //
 // workCtx is the delivery's context: it ends only when a stopping worker
 // gives up on its in-flight callbacks, and then nothing is recorded and
-// the message goes back to the broker. traceparent is the announcement's
-// trace context; the callback's own trace id is used when it carries none.
-func (p *Processor) Process(workCtx context.Context, logID int64, traceparent string) Result {
-	workCtx, end := p.Tracing.StartFromTraceParent(workCtx, traceparent, "callgate.process")
-	defer end()
+// the message goes back to the broker.
+func (p *Processor) Process(workCtx context.Context, logID int64) Result {
 	var (
 		r       run
 		started time.Time
@@ -148,10 +151,9 @@ func (p *Processor) runOnce(workCtx context.Context, logID int64, started time.T
 			r.handleErr = callback.Permanentf("no handler for kind %q", cb.Kind)
 			return r.handleErr
 		}
-		handlerCtx := txCtx
-		if tracing.TraceID(handlerCtx) != cb.TraceID {
-			handlerCtx = tracing.FromTraceParent(txCtx, traceParentOf(cb))
-		}
+		// The callback's own trace, from its row.
+		handlerCtx, end := p.Tracing.StartFromTraceParent(txCtx, traceParentOf(cb), "callgate.process")
+		defer end()
 		w := outbox.NewWriter(p.Store, tx, p.Exchange, cb, tracing.TraceParent(handlerCtx), started)
 		if r.handleErr = safeHandle(handlerCtx, h, tx, cb, w); r.handleErr != nil {
 			return r.handleErr
@@ -342,7 +344,7 @@ func (p *Processor) wakeNext(ctx context.Context, cb *callback.Log) {
 	if err != nil || next == nil {
 		return
 	}
-	p.Announcer.Announce(broker.Announcement{LogID: next.ID, Kind: next.Kind, TraceParent: traceParentOf(next)})
+	p.Announcer.Announce(broker.Announcement{LogIDs: []int64{next.ID}, Kind: next.Kind, TraceParent: traceParentOf(next)})
 }
 
 // safeHandle runs the handler, turning a panic into a permanent failure:

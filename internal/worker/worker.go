@@ -99,6 +99,7 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 		Announcer:       ann,
 		ReannounceAfter: sched.Compensation.Threshold,
 		HandlerTimeout:  cfg.HandlerTimeout,
+		BatchSize:       cfg.BatchSize,
 		WorkerID:        workerID,
 		Log:             logger,
 		Metrics:         m,
@@ -134,7 +135,7 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 		kw := cfg.Kind(kind)
 		c := &consumer{
 			kind: kind, queue: topo.Queue(kind), prefetch: kw.Prefetch, concurrency: kw.Concurrency,
-			conn: conn, proc: proc, logger: logger, tag: "callgate-worker-" + kind + "-" + workerID,
+			conn: conn, proc: proc, logger: logger, tag: "callgate-worker-" + kind + "-" + workerID, batchSize: cfg.BatchSize,
 		}
 		consumers.Go(func() { c.run(ctx, workCtx) })
 	}

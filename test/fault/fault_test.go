@@ -52,10 +52,12 @@ func secs(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
 // TestWorkerKilledRepeatedly: the worker is SIGKILLed and restarted five
 // times while 5,000 payment callbacks come in. Every accepted callback is
 // processed exactly once and every notification arrives.
-func TestWorkerKilledRepeatedly(t *testing.T) {
+func TestWorkerKilledRepeatedly(t *testing.T) { eachBatchSize(t, testWorkerKilledRepeatedly) }
+
+func testWorkerKilledRepeatedly(t *testing.T, batchSize int) {
 	start := time.Now()
 	const n = 5000
-	r := newRig(t, rigOpts{Orders: n})
+	r := newRig(t, rigOpts{BatchSize: batchSize, Orders: n})
 	r.startBoth()
 	l := r.load(loadSpec{Rate: 600})
 
@@ -83,10 +85,12 @@ func TestWorkerKilledRepeatedly(t *testing.T) {
 // TestBrokerRestart: RabbitMQ is stopped for 10s in the middle of the load.
 // The gateway keeps answering 200 (the broker is not on the request path),
 // and everything it accepted is processed once RabbitMQ is back.
-func TestBrokerRestart(t *testing.T) {
+func TestBrokerRestart(t *testing.T) { eachBatchSize(t, testBrokerRestart) }
+
+func testBrokerRestart(t *testing.T, batchSize int) {
 	start := time.Now()
 	const n = 2000
-	r := newRig(t, rigOpts{Orders: n})
+	r := newRig(t, rigOpts{BatchSize: batchSize, Orders: n})
 	r.startBoth()
 	l := r.load(loadSpec{Rate: 250})
 
@@ -132,10 +136,12 @@ func TestBrokerRestart(t *testing.T) {
 // intake answers 503 for what it cannot store and never 200 without a row;
 // the platform's retries get through once MySQL is back, and both processes
 // recover without a restart.
-func TestMySQLOutage(t *testing.T) {
+func TestMySQLOutage(t *testing.T) { eachBatchSize(t, testMySQLOutage) }
+
+func testMySQLOutage(t *testing.T, batchSize int) {
 	start := time.Now()
 	const n = 2000
-	r := newRig(t, rigOpts{Orders: n, MySQLProxy: true})
+	r := newRig(t, rigOpts{BatchSize: batchSize, Orders: n, MySQLProxy: true})
 	r.startBoth()
 	gwPID, wkPID := r.gw.pid(), r.wk.pid()
 	l := r.load(loadSpec{Rate: 250})
@@ -178,7 +184,9 @@ var faultLine = regexp.MustCompile(`fault injection.*"log_id":(\d+)`)
 // (before the outbox publish and the ack), or after the k-th outbox publish
 // (before the ack). The restarted worker gets the message again and does
 // nothing twice; the outbox rows left behind are published by the relay.
-func TestKillBetweenCommitAndAck(t *testing.T) {
+func TestKillBetweenCommitAndAck(t *testing.T) { eachBatchSize(t, testKillBetweenCommitAndAck) }
+
+func testKillBetweenCommitAndAck(t *testing.T, batchSize int) {
 	start := time.Now()
 	const batch = 50
 	type run struct {
@@ -191,7 +199,7 @@ func TestKillBetweenCommitAndAck(t *testing.T) {
 			runs = append(runs, run{env, k})
 		}
 	}
-	r := newRig(t, rigOpts{Orders: batch * len(runs)})
+	r := newRig(t, rigOpts{BatchSize: batchSize, Orders: batch * len(runs)})
 	r.gw.start()
 
 	var loads []*load
@@ -275,10 +283,12 @@ func (r *rig) outboxStatuses(id int64) []string {
 
 // TestDuplicateStorm: 1,000 callbacks each sent 5 times at once with the
 // same webhook-id: one row and one processing per callback.
-func TestDuplicateStorm(t *testing.T) {
+func TestDuplicateStorm(t *testing.T) { eachBatchSize(t, testDuplicateStorm) }
+
+func testDuplicateStorm(t *testing.T, batchSize int) {
 	start := time.Now()
 	const n, copies = 1000, 5
-	r := newRig(t, rigOpts{Orders: n})
+	r := newRig(t, rigOpts{BatchSize: batchSize, Orders: n})
 	r.startBoth()
 	l := r.load(loadSpec{Copies: copies})
 	l.wait()
@@ -307,10 +317,12 @@ func TestDuplicateStorm(t *testing.T) {
 // TestGracefulStopUnderLoad: SIGTERM to the gateway and the worker while
 // callbacks flow. Both exit 0 within their shutdown timeouts; after a
 // restart every callback answered 200 is processed.
-func TestGracefulStopUnderLoad(t *testing.T) {
+func TestGracefulStopUnderLoad(t *testing.T) { eachBatchSize(t, testGracefulStopUnderLoad) }
+
+func testGracefulStopUnderLoad(t *testing.T, batchSize int) {
 	start := time.Now()
 	const n = 3000
-	r := newRig(t, rigOpts{Orders: n})
+	r := newRig(t, rigOpts{BatchSize: batchSize, Orders: n})
 	r.startBoth()
 	l := r.load(loadSpec{Rate: 300})
 
@@ -355,5 +367,18 @@ func requireCleanStop(t *testing.T, path, name string) {
 	}
 	if strings.Contains(s, "unsent") {
 		t.Logf("%s stopped with announcements unsent (left to compensation)", name)
+	}
+}
+
+// eachBatchSize runs a fault test with the worker processing one callback
+// per transaction (worker.batch_size 1) and with the shipped batch size:
+// the guarantees hold in both settings.
+func eachBatchSize(t *testing.T, test func(t *testing.T, batchSize int)) {
+	for _, bs := range []int{1, 0} {
+		name := "batch_size=1"
+		if bs == 0 {
+			name = "batch_size=default"
+		}
+		t.Run(name, func(t *testing.T) { test(t, bs) })
 	}
 }

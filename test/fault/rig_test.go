@@ -66,6 +66,8 @@ type rig struct {
 
 type rigOpts struct {
 	Orders int
+	// BatchSize is the worker's worker.batch_size (0: the shipped one).
+	BatchSize int
 	// MySQLProxy puts a Toxiproxy between the processes and MySQL.
 	MySQLProxy bool
 }
@@ -84,7 +86,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	t.Cleanup(func() { _ = db.Close() })
 	r.db = db
 
-	r.cfgPath = writeFaultConfig(t)
+	r.cfgPath = writeFaultConfig(t, o.BatchSize)
 	if o.Orders > 0 {
 		r.codes = testenv.CreateOrders(t, cfg, cfg.AMQP.Prefix, o.Orders)
 	}
@@ -108,7 +110,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 
 // writeFaultConfig writes the shipped YAML with faultYAML applied (a YAML
 // round trip: ${VAR} references stay as they are, comments go).
-func writeFaultConfig(t *testing.T) string {
+func writeFaultConfig(t *testing.T, batchSize int) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml"))
 	require.NoError(t, err)
@@ -134,6 +136,9 @@ func writeFaultConfig(t *testing.T) string {
 	}
 	for k, v := range faultYAMLIfPresent {
 		set(k, v, false)
+	}
+	if batchSize > 0 {
+		set("worker.batch_size", fmt.Sprint(batchSize), true)
 	}
 	out, err := yaml.Marshal(tree)
 	require.NoError(t, err)

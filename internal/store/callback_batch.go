@@ -1,0 +1,229 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"callgate/internal/callback"
+)
+
+// The worker's batch operations: a constant number of statements for a
+// whole batch of callbacks, whatever its size.
+
+// Key is a business key of a kind: the unit of per-key order.
+type Key struct {
+	Kind        string
+	BusinessKey string
+}
+
+// KeyOf is cb's key.
+func KeyOf(cb *callback.Log) Key { return Key{Kind: cb.Kind, BusinessKey: cb.BusinessKey} }
+
+// keyTuples writes "(?, ?),(?, ?)..." for keys as (kind, business_key) and
+// appends their values to args.
+func keyTuples(q *strings.Builder, args []any, keys []Key) []any {
+	for i, k := range keys {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString("(?, ?)")
+		args = append(args, k.Kind, k.BusinessKey)
+	}
+	return args
+}
+
+// ClaimCallbacksTx reads the callbacks ids and locks their rows until tx
+// ends, in id order. A row another transaction holds (a duplicate delivery,
+// a wake-up of a callback still in another batch) is waited for, then read
+// as that transaction left it: skipping it would lose the wake-up. Ids that
+// do not exist are missing from the result.
+func (s *Store) ClaimCallbacksTx(ctx context.Context, tx *Tx, ids []int64) ([]callback.Log, error) {
+	var rows []callback.Log
+	err := s.q(ctx, tx).Raw(`SELECT * FROM callback_log WHERE id IN ? ORDER BY id FOR UPDATE`, ids).Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("error claiming %d callbacks: %w", len(ids), translate(err))
+	}
+	return rows, nil
+}
+
+// EarliestPendingTx returns, for each of keys that has one, the smallest
+// id among its PENDING callbacks: only that callback of the key may run.
+func (s *Store) EarliestPendingTx(ctx context.Context, tx *Tx, keys []Key) (map[Key]int64, error) {
+	if len(keys) == 0 {
+		return map[Key]int64{}, nil
+	}
+	var q strings.Builder
+	q.WriteString(`SELECT kind, business_key, MIN(id) AS id FROM callback_log WHERE status = ? AND (kind, business_key) IN (`)
+	args := keyTuples(&q, []any{callback.StatusPending}, keys)
+	q.WriteString(`) GROUP BY kind, business_key`)
+	var rows []struct {
+		Kind        string
+		BusinessKey string
+		ID          int64
+	}
+	if err := s.q(ctx, tx).Raw(q.String(), args...).Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("error checking the order of %d keys: %w", len(keys), translate(err))
+	}
+	out := make(map[Key]int64, len(rows))
+	for _, r := range rows {
+		out[Key{Kind: r.Kind, BusinessKey: r.BusinessKey}] = r.ID
+	}
+	return out, nil
+}
+
+// LockKeysTx locks the callback_key rows of keys until tx ends, never
+// waiting for a key another transaction holds: busy lists those. Rows of
+// keys met for the first time are created (and so held).
+func (s *Store) LockKeysTx(ctx context.Context, tx *Tx, keys []Key) (busy map[Key]bool, err error) {
+	busy = map[Key]bool{}
+	if len(keys) == 0 {
+		return busy, nil
+	}
+	held, err := s.selectKeys(ctx, tx, keys, " FOR UPDATE SKIP LOCKED")
+	if err != nil {
+		return nil, err
+	}
+	var rest []Key
+	for _, k := range keys {
+		if !held[k] {
+			rest = append(rest, k)
+		}
+	}
+	if len(rest) == 0 {
+		return busy, nil
+	}
+	// Not held: locked by another transaction, or not there yet. A plain
+	// read tells which; the new ones are inserted (a key inserted by
+	// another worker in between makes this wait for it, once per key ever).
+	exist, err := s.selectKeys(ctx, tx, rest, "")
+	if err != nil {
+		return nil, err
+	}
+	var fresh []Key
+	for _, k := range rest {
+		if exist[k] {
+			busy[k] = true
+		} else {
+			fresh = append(fresh, k)
+		}
+	}
+	if len(fresh) == 0 {
+		return busy, nil
+	}
+	var q strings.Builder
+	q.WriteString(`INSERT INTO callback_key (kind, business_key, locked_at) VALUES `)
+	now := time.Now().UTC()
+	args := make([]any, 0, len(fresh)*3)
+	for i, k := range fresh {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString("(?, ?, ?)")
+		args = append(args, k.Kind, k.BusinessKey, now)
+	}
+	q.WriteString(` ON DUPLICATE KEY UPDATE locked_at = VALUES(locked_at)`)
+	if err := s.q(ctx, tx).Exec(q.String(), args...).Error; err != nil {
+		return nil, fmt.Errorf("error creating %d key rows: %w", len(fresh), translate(err))
+	}
+	return busy, nil
+}
+
+func (s *Store) selectKeys(ctx context.Context, tx *Tx, keys []Key, lock string) (map[Key]bool, error) {
+	var q strings.Builder
+	q.WriteString(`SELECT kind, business_key FROM callback_key WHERE (kind, business_key) IN (`)
+	args := keyTuples(&q, nil, keys)
+	q.WriteString(")")
+	q.WriteString(lock)
+	var rows []Key
+	if err := s.q(ctx, tx).Raw(q.String(), args...).Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("error locking %d keys: %w", len(keys), translate(err))
+	}
+	out := make(map[Key]bool, len(rows))
+	for _, k := range rows {
+		out[k] = true
+	}
+	return out, nil
+}
+
+// MarkSucceededManyTx settles callbacks as SUCCESS after their attempts,
+// with the attempts' rows: two statements for the whole batch.
+func (s *Store) MarkSucceededManyTx(ctx context.Context, tx *Tx, attempts []callback.Attempt) error {
+	if len(attempts) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(attempts))
+	for i, a := range attempts {
+		ids[i] = a.LogID
+	}
+	err := s.q(ctx, tx).Exec(`UPDATE callback_log SET status = ?, attempts = attempts + 1, processed_at = ?, last_error = NULL WHERE id IN ?`,
+		callback.StatusSuccess, attempts[0].FinishedAt, ids).Error
+	if err != nil {
+		return fmt.Errorf("error marking %d callbacks SUCCESS: %w", len(ids), translate(err))
+	}
+	if err := s.q(ctx, tx).CreateInBatches(attempts, len(attempts)).Error; err != nil {
+		return fmt.Errorf("error recording %d attempts: %w", len(attempts), translate(err))
+	}
+	return nil
+}
+
+// PushBackMany is PushBack for many callbacks at once.
+func (s *Store) PushBackMany(ctx context.Context, ids []int64, due time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	err := s.q(ctx, nil).Model(&callback.Log{}).
+		Where("id IN ? AND status = ? AND next_attempt_at < ?", ids, callback.StatusPending, due).
+		Update("next_attempt_at", due).Error
+	if err != nil {
+		return fmt.Errorf("error pushing back %d callbacks: %w", len(ids), translate(err))
+	}
+	return nil
+}
+
+// PendingOfKeysTx returns, for each of keys, the ids of its PENDING
+// callbacks up to maxID, in order: a key's callbacks run only in this
+// order, each when the ones before it are settled.
+func (s *Store) PendingOfKeysTx(ctx context.Context, tx *Tx, keys []Key, maxID int64) (map[Key][]int64, error) {
+	out := make(map[Key][]int64, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	var q strings.Builder
+	q.WriteString(`SELECT kind, business_key, id FROM callback_log WHERE status = ? AND id <= ? AND (kind, business_key) IN (`)
+	args := keyTuples(&q, []any{callback.StatusPending, maxID}, keys)
+	q.WriteString(`) ORDER BY id`)
+	var rows []struct {
+		Kind        string
+		BusinessKey string
+		ID          int64
+	}
+	if err := s.q(ctx, tx).Raw(q.String(), args...).Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("error checking the order of %d keys: %w", len(keys), translate(err))
+	}
+	for _, r := range rows {
+		k := Key{Kind: r.Kind, BusinessKey: r.BusinessKey}
+		out[k] = append(out[k], r.ID)
+	}
+	return out, nil
+}
+
+// NextPendingOfKeys returns, for each of keys that has one, its earliest
+// PENDING callback (id, kind, business key and trace id): what may run
+// next once the batch that held the keys is settled.
+func (s *Store) NextPendingOfKeys(ctx context.Context, keys []Key) ([]callback.Log, error) {
+	earliest, err := s.EarliestPendingTx(ctx, nil, keys)
+	if err != nil || len(earliest) == 0 {
+		return nil, err
+	}
+	ids := make([]int64, 0, len(earliest))
+	for _, id := range earliest {
+		ids = append(ids, id)
+	}
+	var rows []callback.Log
+	if err := s.q(ctx, nil).Select("id", "kind", "business_key", "trace_id").Where("id IN ?", ids).Order("id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("error reading the next callbacks of %d keys: %w", len(keys), translate(err))
+	}
+	return rows, nil
+}

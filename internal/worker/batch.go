@@ -1,0 +1,321 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"callgate/internal/broker"
+	"callgate/internal/callback"
+	"callgate/internal/outbox"
+	"callgate/internal/store"
+	"callgate/internal/tracing"
+)
+
+// Batches: many callbacks in one transaction, each still its own unit of
+// work.
+//
+// A batch is optimistic. Its transaction claims the callbacks with one
+// locking read, checks per-key order and takes the key locks for all of
+// them in a constant number of statements, runs each handler in id order,
+// then writes every outbox row, settles every status and records every
+// attempt with multi-row statements, and commits once. If anything goes
+// wrong (a handler error, panic or timeout, a deadlock, a refused
+// statement) the whole transaction rolls back and each callback of the
+// batch runs again in a transaction of its own (Process): a failure never
+// changes another callback's outcome or attempt count, and it is recorded
+// exactly as with batch_size 1. Savepoints per callback were the other way
+// to isolate callbacks; BENCHMARKS.md says why this one was chosen.
+
+// errBatchAborted ends a batch's transaction so that its callbacks run one
+// by one; it wraps what went wrong.
+type batchAbort struct {
+	logID int64
+	err   error
+}
+
+func (e *batchAbort) Error() string {
+	return fmt.Sprintf("batch aborted by callback %d: %v", e.logID, e.err)
+}
+func (e *batchAbort) Unwrap() error { return e.err }
+
+// batchRun is what one batch transaction did.
+type batchRun struct {
+	succeeded []callback.Log // committed SUCCESS, in id order
+	deferred  []callback.Log // an earlier callback of their key, or the key's lock, is elsewhere
+	terminal  []callback.Log // settled already (a redelivery)
+	rows      []outbox.Row   // every outbox row the batch wrote
+	started   time.Time
+}
+
+// ProcessBatch handles log ids (a delivery's, or several deliveries') and
+// returns, per id, what to do with its message. With one id, or
+// worker.batch_size 1, each callback is its own transaction (Process).
+func (p *Processor) ProcessBatch(workCtx context.Context, ids []int64) map[int64]Result {
+	out := make(map[int64]Result, len(ids))
+	ids = uniqueSorted(ids)
+	size := max(1, p.BatchSize)
+	for start := 0; start < len(ids); start += size {
+		chunk := ids[start:min(start+size, len(ids))]
+		if len(chunk) == 1 || size == 1 {
+			for _, id := range chunk {
+				out[id] = p.Process(workCtx, id)
+			}
+			continue
+		}
+		p.processChunk(workCtx, chunk, out)
+	}
+	return out
+}
+
+// processChunk runs ids as one batch, or, when the batch cannot commit as
+// a whole, one by one.
+func (p *Processor) processChunk(workCtx context.Context, ids []int64, out map[int64]Result) {
+	r, err := p.runBatch(workCtx, ids)
+	switch {
+	case err == nil:
+		p.settleBatch(workCtx, r, out)
+		// Not claimed: no such callback; nothing to do.
+		for _, id := range ids {
+			if _, ok := out[id]; !ok {
+				out[id] = Ack
+			}
+		}
+		return
+	case workCtx.Err() != nil:
+		// A stopping worker gave up: nothing was recorded, the messages
+		// go back.
+		for _, id := range ids {
+			out[id] = Requeue
+		}
+		return
+	}
+	var abort *batchAbort
+	if !errors.As(err, &abort) && store.IsUnavailable(err) {
+		p.Log.WarnContext(workCtx, "worker: database unavailable, batch requeued", "callbacks", len(ids), "error", err)
+		for _, id := range ids {
+			out[id] = Requeue
+		}
+		return
+	}
+	reason := "transaction"
+	if abort != nil {
+		reason = "handler"
+	}
+	p.Metrics.BatchFallbacks.WithLabelValues(reason).Inc()
+	p.Log.InfoContext(workCtx, "worker: batch rolled back, running its callbacks one by one", "callbacks", len(ids), "error", err)
+	for _, id := range ids {
+		out[id] = p.Process(workCtx, id)
+	}
+}
+
+// runBatch is the batch's transaction.
+func (p *Processor) runBatch(workCtx context.Context, ids []int64) (*batchRun, error) {
+	p.Metrics.BatchSizes.Observe(float64(len(ids)))
+	r := &batchRun{started: time.Now().UTC()}
+	txCtx, cancel := context.WithTimeout(workCtx, p.HandlerTimeout)
+	defer cancel()
+	err := p.Store.InTx(txCtx, func(tx *store.Tx) error {
+		*r = batchRun{started: r.started}
+		claimed, err := p.Store.ClaimCallbacksTx(txCtx, tx, ids)
+		if err != nil {
+			return err
+		}
+		runnable, err := p.claimBatch(txCtx, tx, claimed, r)
+		if err != nil {
+			return err
+		}
+		attempts := make([]callback.Attempt, 0, len(runnable))
+		for i := range runnable {
+			cb := &runnable[i]
+			rows, err := p.runHandler(txCtx, tx, cb, r.started)
+			if err != nil {
+				return &batchAbort{logID: cb.ID, err: err}
+			}
+			r.rows = append(r.rows, rows...)
+			attempts = append(attempts, callback.Attempt{LogID: cb.ID, Attempt: cb.Attempts + 1, StartedAt: r.started,
+				Outcome: callback.OutcomeSuccess, WorkerID: p.WorkerID})
+		}
+		// The outbox rows last before the statuses: their created_at (the
+		// database's clock) is as close to the commit as it gets.
+		if err := p.Store.InsertOutboxTx(txCtx, tx, r.rows); err != nil {
+			return err
+		}
+		finished := time.Now().UTC()
+		for i := range attempts {
+			attempts[i].FinishedAt = finished
+		}
+		if err := p.Store.MarkSucceededManyTx(txCtx, tx, attempts); err != nil {
+			return err
+		}
+		r.succeeded = runnable
+		return nil
+	})
+	return r, err
+}
+
+// claimBatch sorts the claimed callbacks into those that run now (in id
+// order) and those that wait, and takes the key locks of those that run.
+// Per-key order across any number of workers: a key's callbacks run in the
+// order of its PENDING ids, one after the other, while this transaction
+// holds the key's callback_key row; of the batch's callbacks of a key, those
+// that follow the key's earliest PENDING callback without a gap run, the
+// others wait (an earlier one is elsewhere, or another transaction holds
+// the key) and are woken when their turn comes.
+func (p *Processor) claimBatch(ctx context.Context, tx *store.Tx, claimed []callback.Log, r *batchRun) ([]callback.Log, error) {
+	var keys []store.Key
+	byKey := map[store.Key][]int64{}
+	var maxID int64
+	for _, cb := range claimed {
+		if cb.Status.Terminal() {
+			r.terminal = append(r.terminal, cb)
+			continue
+		}
+		k := store.KeyOf(&cb)
+		if byKey[k] == nil {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], cb.ID) // claimed is in id order
+		maxID = max(maxID, cb.ID)
+	}
+	pending, err := p.Store.PendingOfKeysTx(ctx, tx, keys, maxID)
+	if err != nil {
+		return nil, err
+	}
+	turn := map[int64]bool{} // ids whose turn it is
+	var ours []store.Key
+	for _, k := range keys {
+		ids, line := byKey[k], pending[k]
+		n := 0
+		for n < len(ids) && n < len(line) && ids[n] == line[n] {
+			n++
+		}
+		if n > 0 {
+			ours = append(ours, k)
+			for _, id := range ids[:n] {
+				turn[id] = true
+			}
+		}
+	}
+	busy, err := p.Store.LockKeysTx(ctx, tx, ours)
+	if err != nil {
+		return nil, err
+	}
+	var runnable []callback.Log
+	for _, cb := range claimed {
+		switch {
+		case cb.Status.Terminal():
+		case turn[cb.ID] && !busy[store.KeyOf(&cb)]:
+			runnable = append(runnable, cb)
+		default:
+			r.deferred = append(r.deferred, cb)
+		}
+	}
+	return runnable, nil
+}
+
+// runHandler runs cb's handler in the batch's transaction, within
+// HandlerTimeout, and returns the outbox rows it wrote. A handler that
+// outlives its time fails the batch even if it returns nil.
+func (p *Processor) runHandler(txCtx context.Context, tx *store.Tx, cb *callback.Log, started time.Time) ([]outbox.Row, error) {
+	h, ok := p.Registry.Handler(cb.Kind)
+	if !ok {
+		return nil, callback.Permanentf("no handler for kind %q", cb.Kind)
+	}
+	spanCtx, end := p.Tracing.StartFromTraceParent(txCtx, traceParentOf(cb), "callgate.process")
+	defer end()
+	handlerCtx, cancel := context.WithTimeout(spanCtx, p.HandlerTimeout)
+	defer cancel()
+	w := outbox.NewWriter(p.Store, tx, p.Exchange, cb, tracing.TraceParent(handlerCtx), started)
+	if err := safeHandle(handlerCtx, h, tx, cb, w); err != nil {
+		return nil, err
+	}
+	if err := handlerCtx.Err(); err != nil {
+		return nil, fmt.Errorf("handler timed out after %s: %w", p.HandlerTimeout, err)
+	}
+	return w.Rows(), nil
+}
+
+// settleBatch acts on a committed batch: publish its outbox, count, wake
+// the next callbacks of its keys, push back the deferred ones, and say
+// every message may be acked.
+func (p *Processor) settleBatch(workCtx context.Context, r *batchRun, out map[int64]Result) {
+	for _, cb := range r.succeeded {
+		if p.Hooks.AfterCommit != nil {
+			p.Hooks.AfterCommit(cb.ID)
+		}
+	}
+	sent, perr := outbox.Deliver(workCtx, p.Marker, p.Publisher, r.rows)
+	p.Metrics.OutboxPublished.WithLabelValues("fast").Add(float64(sent))
+	if perr != nil {
+		p.Log.WarnContext(workCtx, "worker: outbox left for the relay", "callbacks", len(r.succeeded), "error", perr)
+	}
+	keys := make([]store.Key, 0, len(r.succeeded))
+	seen := map[store.Key]bool{}
+	for i := range r.succeeded {
+		cb := &r.succeeded[i]
+		p.observe(cb.Kind, "success", r.started)
+		if k := store.KeyOf(cb); !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+		out[cb.ID] = Ack
+	}
+	p.wakeKeys(workCtx, keys)
+	if len(r.deferred) > 0 {
+		ids := make([]int64, len(r.deferred))
+		for i := range r.deferred {
+			ids[i] = r.deferred[i].ID
+			p.Metrics.Processed.WithLabelValues(r.deferred[i].Kind, "deferred").Inc()
+			out[ids[i]] = Ack
+		}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(workCtx), 5*time.Second)
+		if err := p.Store.PushBackMany(wctx, ids, time.Now().UTC().Add(p.ReannounceAfter)); err != nil {
+			p.Log.Warn("worker: could not push back deferred callbacks", "callbacks", len(ids), "error", err)
+		}
+		cancel()
+	}
+	for _, cb := range r.terminal {
+		p.Metrics.Processed.WithLabelValues(cb.Kind, "skipped").Inc()
+		out[cb.ID] = Ack
+	}
+	for _, cb := range r.succeeded {
+		if p.Hooks.BeforeAck != nil {
+			p.Hooks.BeforeAck(cb.ID)
+		}
+	}
+}
+
+// wakeKeys announces the earliest PENDING callback of each key (which may
+// have been deferred while the batch held the key), one announcement per
+// kind.
+func (p *Processor) wakeKeys(ctx context.Context, keys []store.Key) {
+	if len(keys) == 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	next, err := p.Store.NextPendingOfKeys(wctx, keys)
+	if err != nil {
+		p.Log.Warn("worker: could not look for the next callbacks of the batch's keys", "keys", len(keys), "error", err)
+		return
+	}
+	announceByKind(p.Announcer, next)
+}
+
+// announceByKind announces callbacks, one announcement per kind.
+func announceByKind(a Announcer, cbs []callback.Log) {
+	for _, an := range broker.Announcements(len(cbs), func(i int) string { return cbs[i].Kind }, func(i int) int64 { return cbs[i].ID },
+		func(i int) string { return traceParentOf(&cbs[i]) }) {
+		a.Announce(an)
+	}
+}
+
+// uniqueSorted returns ids sorted, without repeats.
+func uniqueSorted(ids []int64) []int64 {
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

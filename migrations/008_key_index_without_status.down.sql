@@ -1,0 +1,3 @@
+ALTER TABLE callback_log
+    DROP INDEX ix_callback_log_key,
+    ADD INDEX ix_callback_log_key (business_key, kind, status, id);
