@@ -34,11 +34,35 @@ apt_install() {
 
 mariadb_ping() { mariadb-admin --protocol=tcp -h127.0.0.1 -uroot ping; }
 
+# mariadb_tuning writes callgate's server settings for a MariaDB this
+# script installed: a buffer pool that holds a realistic backlog (a quarter
+# of the RAM, between 512 MB and 4 GB: at about 1.5 KB a callback with its
+# indexes, 1 GB holds some 600,000 PENDING callbacks and their outbox
+# rows), and a redo log sized for bursts of group commits. A server that
+# was already installed keeps its own settings (see README, "Deployment").
+mariadb_tuning() {
+  local dir=/etc/mysql/mariadb.conf.d
+  [ -d "$dir" ] || dir=/etc/mysql/conf.d
+  $SUDO mkdir -p "$dir"
+  local mem_kb pool_mb
+  mem_kb=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
+  pool_mb=$(( mem_kb / 1024 / 4 ))
+  [ "$pool_mb" -lt 512 ] && pool_mb=512
+  [ "$pool_mb" -gt 4096 ] && pool_mb=4096
+  log "MariaDB: innodb_buffer_pool_size=${pool_mb}M ($dir/90-callgate.cnf)"
+  printf '%s\n' "# Written by callgate's scripts/services.sh when it installed MariaDB." \
+    "[mariadbd]" \
+    "innodb_buffer_pool_size = ${pool_mb}M" \
+    "innodb_log_file_size = 512M" \
+    "binlog_format = ROW" | $SUDO tee "$dir/90-callgate.cnf" >/dev/null
+}
+
 ensure_mariadb() {
   if port_open 3306; then return 0; fi
   local fresh=""
   if [ ! -x /usr/sbin/mariadbd ]; then
     log "installing MariaDB"; apt_install mariadb-server mariadb-client; fresh=1
+    mariadb_tuning
   fi
   log "starting MariaDB"
   $SUDO mkdir -p /run/mysqld && $SUDO chown mysql:mysql /run/mysqld

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"time"
 
 	"callgate/internal/admin"
@@ -16,6 +14,7 @@ import (
 	"callgate/internal/intake"
 	"callgate/internal/kinds"
 	"callgate/internal/metrics"
+	"callgate/internal/profiling"
 	"callgate/internal/replay"
 	"callgate/internal/source"
 	"callgate/internal/store"
@@ -130,7 +129,7 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 		},
 	}
 	if cfg.HTTP.PprofAddr != "" {
-		stopPprof, err := servePprof(cfg.HTTP.PprofAddr, log)
+		stopPprof, err := profiling.Serve("http.pprof_addr", cfg.HTTP.PprofAddr, log)
 		if err != nil {
 			return err
 		}
@@ -211,22 +210,4 @@ func masks(sources []source.Config) map[string][]string {
 		}
 	}
 	return out
-}
-
-// servePprof serves the Go profiler on its own listener, off by default.
-func servePprof(addr string, log *slog.Logger) (func(), error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("error listening on http.pprof_addr %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	log.Warn("gateway: pprof enabled", "addr", ln.Addr().String())
-	return func() { _ = srv.Close() }, nil
 }

@@ -36,7 +36,7 @@ type Row = store.OutboxRow
 // notification again gets the same id (and the unique key refuses a second
 // row), so a subscriber can dedupe on it.
 func MessageID(logID int64, routingKey string, n int) string {
-	id := "cb" + strconv.FormatInt(logID, 10) + "." + routingKey
+	id := store.MessageIDPrefix(logID) + routingKey
 	if n > 0 {
 		id += "." + strconv.Itoa(n)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -118,19 +119,27 @@ func (s *Store) RecordOutboxFailureTx(ctx context.Context, tx *Tx, ids []int64, 
 	return nil
 }
 
+// MessageIDPrefix starts the message_id of every notification callback
+// logID produced: "cb<logID>." (the whole id is "cb<logID>.<routing
+// key>[.<n>]", see outbox.MessageID).
+func MessageIDPrefix(logID int64) string { return "cb" + strconv.FormatInt(logID, 10) + "." }
+
 // OutboxOf returns the rows callback logID produced (without payloads),
-// in order: its lineage.
+// in order: its lineage, found by message_id prefix in the unique key.
 func (s *Store) OutboxOf(ctx context.Context, logID int64) ([]OutboxRow, error) {
 	var rows []OutboxRow
-	if err := s.q(ctx, nil).Omit("payload").Where("callback_log_id = ?", logID).Order("id").Find(&rows).Error; err != nil {
+	err := s.q(ctx, nil).Omit("payload").Where("message_id LIKE ? AND callback_log_id = ?", MessageIDPrefix(logID)+"%", logID).
+		Order("id").Find(&rows).Error
+	if err != nil {
 		return nil, fmt.Errorf("error loading the outbox of callback log %d: %w", logID, translate(err))
 	}
 	return rows, nil
 }
 
 // DeleteSentBefore deletes up to limit SENT rows sent before cutoff and
-// returns how many: ids first with a plain read, then a delete by id, so no
-// range of the outbox is locked while rows are being marked SENT.
+// returns how many: ids first with a plain read on (status, sent_at), then
+// a delete by id, so no range of the outbox is locked while rows are being
+// marked SENT.
 func (s *Store) DeleteSentBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	var ids []int64
 	err := s.q(ctx, nil).Model(&OutboxRow{}).Where("status = ? AND sent_at < ?", OutboxSent, cutoff).

@@ -28,6 +28,9 @@ type Config struct {
 	// MetricsAddr serves GET /metrics and /healthz. Default ":9090"; "off"
 	// disables it.
 	MetricsAddr string `yaml:"metrics_addr"`
+	// PprofAddr serves net/http/pprof on a separate listener (for
+	// profiling, e.g. "127.0.0.1:6061"). Default "": off. Never expose it.
+	PprofAddr string `yaml:"pprof_addr"`
 	// BatchSize is how many callbacks one transaction processes at most.
 	// 1 is exactly one transaction per callback. Default BatchSizeDefault.
 	BatchSize int `yaml:"batch_size"`

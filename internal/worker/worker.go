@@ -19,6 +19,7 @@ import (
 	"callgate/internal/downstream"
 	"callgate/internal/metrics"
 	"callgate/internal/outbox"
+	"callgate/internal/profiling"
 	"callgate/internal/source"
 	"callgate/internal/store"
 	"callgate/internal/tracing"
@@ -118,6 +119,13 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 	}
 	defer stopJobs()
 
+	if cfg.PprofAddr != "" {
+		stopPprof, err := profiling.Serve("worker.pprof_addr", cfg.PprofAddr, logger)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 	if cfg.MetricsAddr != "off" || opts.MetricsListener != nil {
 		stopHTTP, err := serveMetrics(cfg.MetricsAddr, opts.MetricsListener, m, logger)
 		if err != nil {

@@ -1,0 +1,1 @@
+CREATE INDEX ix_outbox_callback ON outbox (callback_log_id);
