@@ -55,10 +55,17 @@ func printIntake(w io.Writer, r *Report) {
 			continue
 		}
 		v := p.ph.Verify
-		fmt.Fprintf(w, "verify %-13s 200s %d, rows %d, queue %d, announcer caught up %.2fs after the last 200, announcements %s\n",
-			p.name+":", v.Accepted, v.RowsInDB, v.QueueDepth, v.AnnounceDrainSeconds, fmtMap(v.Announcements))
+		fmt.Fprintf(w, "verify %-13s 200s %d, rows %d", p.name+":", v.Accepted, v.RowsInDB)
+		if a := v.Announced; a != nil {
+			fmt.Fprintf(w, "; %d messages (%d {\"log_id\"}, %d {\"log_ids\"}, up to %d ids each) announced %d distinct ids: missing %d, unexpected %d, duplicated %d",
+				a.Messages, a.SingleIDMessages, a.BatchMessages, a.MaxIDsPerMessage, a.DistinctIDs, a.Missing, a.Unexpected, a.Duplicated)
+			if len(a.MissingSample) > 0 {
+				fmt.Fprintf(w, " (first missing: %v)", a.MissingSample)
+			}
+			fmt.Fprintf(w, "; announcer caught up %.2fs after the last 200", a.CaughtUpSeconds)
+		}
+		fmt.Fprintf(w, "; gateway announcements %s\n", fmtMap(v.Announcements))
 	}
-
 }
 
 func printRest(w io.Writer, r *Report) {
@@ -230,7 +237,7 @@ func printRest(w io.Writer, r *Report) {
 
 	fmt.Fprintf(w, "\nVERIFY\n")
 	for _, c := range r.Checks {
-		fmt.Fprintf(w, "  %-6s %-58s want %s, got %s\n", okWord(c.Met, "ok", "FAIL"), c.Name, c.Goal, c.Measured)
+		fmt.Fprintf(w, "  %-6s %-64s want %s, got %s\n", okWord(c.Met, "ok", "FAIL"), c.Name, c.Goal, c.Measured)
 	}
 	fmt.Fprintf(w, "\nTARGETS\n")
 	for _, t := range r.Targets {

@@ -107,9 +107,11 @@ func (r *Report) evaluate() {
 		v := ph.Verify
 		r.Checks = append(r.Checks, Target{Name: name + ": one callback_log row per 200",
 			Goal: fmt.Sprintf("%d rows", v.Accepted), Measured: fmt.Sprintf("%d rows", v.RowsInDB), Met: v.RowsMatch})
-		if queue {
-			r.Checks = append(r.Checks, Target{Name: name + ": one announcement in the queue per 200",
-				Goal: fmt.Sprintf("%d messages", v.Accepted), Measured: fmt.Sprintf("%d messages", v.QueueDepth), Met: v.QueueMatch})
+		if a := v.Announced; queue && a != nil {
+			r.Checks = append(r.Checks, Target{Name: name + ": announced log ids = the 200s' log ids",
+				Goal: fmt.Sprintf("%d ids", v.Accepted), Met: a.Match,
+				Measured: fmt.Sprintf("%d ids in %d messages; missing %d, unexpected %d, duplicated %d, unreadable %d, 200s without a log id %d",
+					a.DistinctIDs, a.Messages, a.Missing, a.Unexpected, a.Duplicated, a.Unreadable, a.NoLogID)})
 		}
 	}
 	check("baseline", r.Baseline, false)
