@@ -223,7 +223,7 @@ func (b *bench) baseline(ctx context.Context) (*ClosedPhase, error) {
 	db.SetMaxOpenConns(b.o.concurrency)
 	db.SetMaxIdleConns(b.o.concurrency)
 
-	gen := &callbackGen{secret: b.secret, tag: "raw", runID: b.runID, payloadBytes: b.o.payloadBytes, orders: b.orders}
+	gen := &callbackGen{secret: b.secret, tag: "raw", runID: b.runID, payloadBytes: b.o.payloadBytes}
 	fn := func(n int) (outcome, int64, error) {
 		now := time.Now()
 		body := gen.body(n, now)
@@ -236,7 +236,7 @@ func (b *bench) baseline(ctx context.Context) (*ClosedPhase, error) {
 		})
 		received := now.UTC().Truncate(time.Microsecond)
 		trace := fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64())
-		r, err := db.ExecContext(ctx, baselineSQL, b.source, b.kind, id, orderCode(n%max(b.orders, 1)),
+		r, err := db.ExecContext(ctx, baselineSQL, b.source, b.kind, id, orderCode(n),
 			body, headers, trace, received, received.Add(time.Minute))
 		if err != nil {
 			return outTransport, 0, err
@@ -297,7 +297,7 @@ func (b *bench) intakePhase(ctx context.Context, name, tag string, group bool) (
 	defer gw.stop(15 * time.Second)
 	b.logf("%s: gateway pid %d on %s, %d clients, warm-up %s, measuring %s", name, gw.pid(), base, b.o.concurrency, b.o.warmup, b.o.duration)
 
-	gen := &callbackGen{url: base + "/callbacks/" + b.source, secret: b.secret, tag: tag, runID: b.runID, payloadBytes: b.o.payloadBytes, orders: b.orders}
+	gen := &callbackGen{url: base + "/callbacks/" + b.source, secret: b.secret, tag: tag, runID: b.runID, payloadBytes: b.o.payloadBytes}
 	cl := &http.Client{Transport: newTransport(b.o.concurrency), Timeout: b.o.reqTimeout}
 	defer cl.CloseIdleConnections()
 	fn := func(n int) (outcome, int64, error) {

@@ -41,7 +41,8 @@ type options struct {
 	concurrency  int
 	warmup       time.Duration
 	duration     time.Duration
-	rate         float64
+	rate         float64 // 0: openRatio x the baseline
+	openRatio    float64
 	openWarmup   time.Duration
 	openDuration time.Duration
 	arrivals     string
@@ -75,14 +76,15 @@ func run() int {
 	flag.IntVar(&o.concurrency, "concurrency", 64, "clients (closed-loop intake phases) and goroutines (baseline)")
 	flag.DurationVar(&o.warmup, "warmup", 5*time.Second, "warm-up of each closed-loop phase, reported separately")
 	flag.DurationVar(&o.duration, "duration", 20*time.Second, "measured time of each closed-loop phase")
-	flag.Float64Var(&o.rate, "rate", 4000, "open-loop arrival rate, requests per second")
+	flag.Float64Var(&o.rate, "rate", 0, "open-loop arrival rate, requests per second (default: -open-ratio x the run's baseline)")
+	flag.Float64Var(&o.openRatio, "open-ratio", 0.2, "open-loop arrival rate as a ratio of the run's raw INSERT baseline, when -rate is not given")
 	flag.DurationVar(&o.openWarmup, "open-warmup", 5*time.Second, "open-loop warm-up, excluded from its figures")
 	flag.DurationVar(&o.openDuration, "open-duration", 60*time.Second, "measured time of the open loop")
 	flag.StringVar(&o.arrivals, "arrivals", "uniform", "open-loop arrivals: uniform or poisson")
 	flag.BoolVar(&o.openWorker, "open-worker", true, "run the worker during the open loop (false: the intake alone, no end-to-end figures)")
 	flag.IntVar(&o.openMaxConns, "open-max-conns", 2048, "open loop: most connections to the gateway at once (further requests wait, their wait counted)")
 	flag.IntVar(&o.payloadBytes, "payload-bytes", 1024, "size of each callback body")
-	flag.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "after the open loop, how long to wait for the worker to finish the backlog")
+	flag.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "after the open loop's last send, how long to wait for the worker to finish the backlog")
 	flag.IntVar(&o.announceBuf, "announce-buffer", 1000000, "amqp.announce_buffer of the closed-loop gateways (so every announcement can be verified); the open loop runs the shipped value")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "log.level of the gateway and worker")
 	flag.DurationVar(&o.reqTimeout, "timeout", 10*time.Second, "HTTP request timeout (a timed-out request counts as an error)")
@@ -115,9 +117,15 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "loadgen: -arrivals must be uniform or poisson\n")
 		return 2
 	}
-	if o.concurrency < 1 || o.rate <= 0 || o.duration <= 0 || o.openDuration <= 0 || o.payloadBytes < 200 {
-		fmt.Fprintf(os.Stderr, "loadgen: -concurrency, -rate, -duration, -open-duration must be positive, -payload-bytes at least 200\n")
+	if o.concurrency < 1 || o.rate < 0 || o.openRatio <= 0 || o.duration <= 0 || o.openDuration <= 0 || o.payloadBytes < 200 {
+		fmt.Fprintf(os.Stderr, "loadgen: -concurrency, -open-ratio, -duration, -open-duration must be positive, -rate not negative, -payload-bytes at least 200\n")
 		return 2
+	}
+	// The open loop's rate, unless -rate is given, is a ratio of the
+	// baseline: it runs first.
+	if !o.phases["baseline"] && o.phases["open"] && o.rate == 0 {
+		fmt.Fprintf(os.Stderr, "loadgen: adding the baseline phase: the open loop's rate is a ratio of it\n")
+		o.phases["baseline"] = true
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

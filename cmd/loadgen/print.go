@@ -75,8 +75,8 @@ func printRest(w io.Writer, r *Report) {
 		if !ol.Worker {
 			wk = "NO worker"
 		}
-		fmt.Fprintf(w, "\nOPEN LOOP: %.0f req/s %s, warm-up %.0fs (excluded), measured %.0fs, %s; latency from the scheduled send time\n",
-			ol.Rate, ol.Arrivals, s.OpenWarmupS, s.OpenDurationS, wk)
+		fmt.Fprintf(w, "\nOPEN LOOP: %.0f req/s (%.2fx the baseline) %s, warm-up %.0fs (excluded), measured %.0fs, %s; latency from the scheduled send time\n",
+			ol.Rate, ol.RateRatio, ol.Arrivals, s.OpenWarmupS, s.OpenDurationS, wk)
 		fmt.Fprintf(w, "%-10s %9s %8s %8s %8s %9s %8s %8s %7s\n", "window", "ok/s", "p50 ms", "p95 ms", "p99 ms", "p99.9 ms", "max ms", "n", "errors")
 		orow := func(win string, ws WindowStats) {
 			fmt.Fprintf(w, "%-10s %9.0f %8.2f %8.2f %8.2f %9.2f %8.1f %8d %7d\n", win, ws.OKPerSecond,
@@ -117,21 +117,22 @@ func printRest(w io.Writer, r *Report) {
 		}
 		fmt.Fprintf(w, "processed/s: %.0f in the window, %.0f first to last SUCCESS; SUCCESS %d of %d accepted\n",
 			e.ProcessedPerSecondWindow, e.ProcessedPerSecondOverall, e.Succeeded, e.Accepted)
-		fmt.Fprintf(w, "last 200 -> last SUCCESS: %s\n", drain)
-		fmt.Fprintf(w, "processing lag (processed_at - received_at), callbacks received in the window: p50 %.0f ms  p99 %.0f ms  max %.0f ms (n %d); all: p50 %.0f  p99 %.0f ms (n %d)\n",
-			e.LagWindow.P50, e.LagWindow.P99, e.LagWindow.Max, e.LagWindow.N, e.LagAll.P50, e.LagAll.P99, e.LagAll.N)
-		if !e.Drained {
-			fmt.Fprintf(w, "(not drained: the lag covers only the callbacks processed, so it understates the real lag)\n")
+		fmt.Fprintf(w, "last send -> last SUCCESS: %s\n", drain)
+		fmt.Fprintf(w, "processing lag (processed_at - received_at), callbacks received in the window: p50 %.0f ms  p99 %.0f ms  max %.0f ms (n %d, %d unprocessed when read); every SUCCESS: p50 %.0f  p99 %.0f ms (n %d)\n",
+			e.LagWindow.P50, e.LagWindow.P99, e.LagWindow.Max, e.LagWindow.N, e.LagWindowUnprocessed, e.LagAll.P50, e.LagAll.P99, e.LagAll.N)
+		if c := r.OpenLoop.CPUPerProcessed; c != nil {
+			fmt.Fprintf(w, "CPU per processed callback in the window (intake included): worker %.3f, mariadbd %.3f, gateway %.3f, beam.smp %.3f, machine %.3f ms\n",
+				c["worker"], c["mariadbd"], c["gateway"], c["beam.smp"], c["machine"])
 		}
 		if dr := e.DrainResources; e.DrainProcessed > 0 && dr.WindowSeconds > 0 {
 			per := func(n string) float64 { return 1000 * dr.Procs[n].CPUSeconds / float64(e.DrainProcessed) }
-			fmt.Fprintf(w, "worker alone (drain, no intake): %.0f callbacks/s; CPU per callback: worker %.2f ms, mariadbd %.2f ms, beam.smp %.2f ms (machine busy %.0f%%)\n",
+			fmt.Fprintf(w, "worker finishing after the last send: %.0f callbacks/s; CPU per callback: worker %.2f ms, mariadbd %.2f ms, beam.smp %.2f ms (machine busy %.0f%%)\n",
 				float64(e.DrainProcessed)/dr.WindowSeconds, per("worker"), per("mariadbd"), per("beam.smp"), dr.MachineBusy.CPUPercent)
 		}
 		fmt.Fprintf(w, "worker's own announcements (compensation re-announcing PENDING callbacks older than its threshold, per-key wake-ups): %.0f, in %.0f compensation runs\n",
 			e.WorkerAnnounced, e.CompensationRuns)
-		fmt.Fprintf(w, "downstream: %.0f published/s in the window, %.0f published in total (worker metrics); outbox %d rows, %d SENT\n",
-			e.DownstreamPerSecondWindow, e.DownstreamPublished, e.OutboxRows, e.OutboxSent)
+		fmt.Fprintf(w, "downstream: %.0f published/s in the window, %.0f published in total (worker metrics); outbox %d rows, %d SENT; %d notifications kept in <prefix>.downstream.unrouted (no subscriber bound)\n",
+			e.DownstreamPerSecondWindow, e.DownstreamPublished, e.OutboxRows, e.OutboxSent, e.Unrouted)
 	}
 
 	fmt.Fprintf(w, "\nRESOURCES per measured window: CPU seconds (%% of one core; %d cores = %d%%) and peak RSS\n", m.NProc, 100*m.NProc)
