@@ -112,9 +112,25 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 			return rep, err
 		}
 	}
+	if b.o.phases["drain"] {
+		for _, size := range []int{1, b.batchSize} {
+			d, err := b.drain(ctx, size)
+			rep.Drains = append(rep.Drains, d)
+			if err != nil {
+				return rep, err
+			}
+		}
+	}
 	if b.o.phases["open"] {
 		ol, e2e, err := b.openLoop(ctx)
 		rep.OpenLoop, rep.EndToEnd = ol, e2e
+		if err != nil {
+			return rep, err
+		}
+	}
+	if b.o.phases["sweep"] {
+		sw, err := b.sweep(ctx)
+		rep.Sweep = sw
 		if err != nil {
 			return rep, err
 		}
@@ -147,6 +163,7 @@ func (b *bench) setup(ctx context.Context, rep *Report) error {
 		return fmt.Errorf("%s has no source %q", b.o.config, b.source)
 	}
 	b.batchSize = cfg.Worker.WithDefaults().BatchSize
+	rep.Settings.WorkerBatchSize = b.batchSize
 
 	b.logf("database %s, AMQP prefix %s, logs in %s", b.dbName, b.prefix, b.dir)
 	if _, err := store.Migrate(b.dsn, 2*time.Second); err != nil {

@@ -72,12 +72,14 @@ type ClosedPhase struct {
 	Measured    WindowStats `json:"measured"`
 	// Total: every answer of the phase (warm-up, window and the tail of
 	// requests in flight at the end).
-	Total        WindowStats `json:"total"`
-	FirstErrors  []string    `json:"first_errors,omitempty"`
-	Verify       Verify      `json:"verify"`
-	Resources    Resources   `json:"resources"`
-	GatewayRSSMB float64     `json:"gateway_peak_rss_mb,omitempty"`
-	CPUProfile   string      `json:"cpu_profile,omitempty"`
+	Total       WindowStats `json:"total"`
+	FirstErrors []string    `json:"first_errors,omitempty"`
+	// RatioToBaseline: Measured.OKPerSecond over the baseline's.
+	RatioToBaseline float64   `json:"ratio_to_baseline,omitempty"`
+	Verify          Verify    `json:"verify"`
+	Resources       Resources `json:"resources"`
+	GatewayRSSMB    float64   `json:"gateway_peak_rss_mb,omitempty"`
+	CPUProfile      string    `json:"cpu_profile,omitempty"`
 }
 
 type closedRec struct {
