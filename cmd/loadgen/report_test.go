@@ -57,6 +57,26 @@ func TestEvaluateTargets(t *testing.T) {
 	require.Equal(t, Ratios{BaselinePerSecond: 8000, Group: 1.01, DrainBatch1: 0.06, DrainDefault: 0.31, DrainDefaultOverBatch1: 5, OpenRate: 0.2}, r.Ratios)
 }
 
+// A ratio just under a target misses it even when it rounds to it.
+func TestEvaluateRoundingDoesNotMeet(t *testing.T) {
+	t.Parallel()
+	r := &Report{
+		Baseline: &ClosedPhase{Measured: WindowStats{OKPerSecond: 10000}},
+		Group:    &ClosedPhase{Measured: WindowStats{OKPerSecond: 9980}},
+		Drains:   []*Drain{{BatchSize: 1, PerSecond: 1000}, {BatchSize: 64, PerSecond: 2990, RatioToBaseline: ratio(2990, 10000)}},
+	}
+	r.evaluate()
+	for _, tg := range r.Targets[:2] {
+		require.False(t, tg.Met, tg.Name+": "+tg.Measured)
+	}
+	for _, tg := range r.Targets {
+		if tg.Name == "intake alone (group commit) vs baseline" {
+			require.False(t, tg.Met, tg.Measured)
+			require.Contains(t, tg.Measured, "1.00x")
+		}
+	}
+}
+
 // A backlog not worked off within 5 s of the last send is growth, and an
 // announced-id mismatch fails the run's correctness.
 func TestEvaluateMisses(t *testing.T) {
