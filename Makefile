@@ -40,7 +40,7 @@ test-unit: services ## the tests without the fault suite
 test-faults: services ## the fault suite: real processes, killed workers, broker and MySQL outages
 	$(GO) test $(FAULT_FLAGS) -v ./test/fault/
 
-bench: services build ## the benchmark: baseline INSERT, per-request vs group-committed intake, open loop, end to end
+bench: services build ## the benchmark: raw INSERT baseline, intake alone, worker drain, open loop, capacity sweep (ratios to the baseline)
 	$(BIN)/loadgen -bin $(BIN) -json bench-latest.json
 
 lint: ## go vet, gofmt, golangci-lint (committed config) and govulncheck

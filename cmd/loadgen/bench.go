@@ -7,9 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -35,8 +33,12 @@ type bench struct {
 	secret  string // paydemo's signing secret
 	source  string
 	kind    string
-	orders  int
 	started time.Time
+	// batchSize is the configured worker.batch_size (the drain's default).
+	batchSize int
+	// baselineRate: rows/s of the run's baseline (0 until it ran); every
+	// phase's throughput is reported as a ratio to it.
+	baselineRate float64
 
 	// children still running, stopped by cleanup.
 	children []*child
@@ -94,6 +96,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 		if err != nil {
 			return rep, err
 		}
+		b.baselineRate = ph.Measured.OKPerSecond
 	}
 	if b.o.phases["per-request"] {
 		ph, err := b.intakePhase(ctx, "per-request", "pr", false)
@@ -109,9 +112,25 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 			return rep, err
 		}
 	}
+	if b.o.phases["drain"] {
+		for _, size := range []int{1, b.batchSize} {
+			d, err := b.drain(ctx, size)
+			rep.Drains = append(rep.Drains, d)
+			if err != nil {
+				return rep, err
+			}
+		}
+	}
 	if b.o.phases["open"] {
 		ol, e2e, err := b.openLoop(ctx)
 		rep.OpenLoop, rep.EndToEnd = ol, e2e
+		if err != nil {
+			return rep, err
+		}
+	}
+	if b.o.phases["sweep"] {
+		sw, err := b.sweep(ctx)
+		rep.Sweep = sw
 		if err != nil {
 			return rep, err
 		}
@@ -143,6 +162,8 @@ func (b *bench) setup(ctx context.Context, rep *Report) error {
 	if b.secret == "" {
 		return fmt.Errorf("%s has no source %q", b.o.config, b.source)
 	}
+	b.batchSize = cfg.Worker.WithDefaults().BatchSize
+	rep.Settings.WorkerBatchSize = b.batchSize
 
 	b.logf("database %s, AMQP prefix %s, logs in %s", b.dbName, b.prefix, b.dir)
 	if _, err := store.Migrate(b.dsn, 2*time.Second); err != nil {
@@ -173,15 +194,6 @@ func (b *bench) setup(ctx context.Context, rep *Report) error {
 	if busy > 20 {
 		b.logf("WARNING: the machine was %.0f%% busy (of one core) in the second before the start: the figures will be noisy", busy)
 	}
-
-	if b.o.phases["open"] {
-		b.orders = int(b.o.rate*(b.o.openWarmup+b.o.openDuration).Seconds()) + 1000
-		t := time.Now()
-		if err := b.createOrders(ctx, b.orders); err != nil {
-			return err
-		}
-		b.logf("created %d orders in %.1fs", b.orders, time.Since(t).Seconds())
-	}
 	return nil
 }
 
@@ -196,6 +208,21 @@ func (b *bench) queryString(ctx context.Context, q string) string {
 // orderCode and orderAmount define the n-th order, and the payload that pays it.
 func orderCode(n int) string  { return fmt.Sprintf("BO%09d", n) }
 func orderAmount(n int) int64 { return 1000 + int64(n%9000) }
+
+// freshOrders replaces the orders table by orders 0..n-1, all UNPAID, so
+// that each phase with a worker pays orders nobody paid before (a second
+// payment of an order FAILS) on a table of the same size.
+func (b *bench) freshOrders(ctx context.Context, n int) error {
+	t := time.Now()
+	if _, err := b.db.ExecContext(ctx, "TRUNCATE TABLE orders"); err != nil {
+		return fmt.Errorf("truncating orders: %w", err)
+	}
+	if err := b.createOrders(ctx, n); err != nil {
+		return err
+	}
+	b.logf("created %d orders in %.1fs", n, time.Since(t).Seconds())
+	return nil
+}
 
 // createOrders inserts orders 0..n-1 in multi-row INSERTs.
 func (b *bench) createOrders(ctx context.Context, n int) error {
@@ -221,6 +248,7 @@ func (b *bench) createOrders(ctx context.Context, n int) error {
 type variant struct {
 	groupCommit    bool
 	announceBuffer int // 0: as shipped
+	batchSize      int // worker.batch_size; 0: as shipped
 	httpAddr       string
 	metricsAddr    string
 	pprofAddr      string
@@ -258,6 +286,9 @@ func (b *bench) writeConfig(name string, v variant) (string, error) {
 	set("amqp.prefix", b.prefix)
 	if v.announceBuffer > 0 {
 		set("amqp.announce_buffer", v.announceBuffer)
+	}
+	if v.batchSize > 0 {
+		set("worker.batch_size", v.batchSize)
 	}
 	set("log.level", b.o.logLevel)
 	if v.httpAddr != "" {
@@ -323,15 +354,17 @@ func (b *bench) startGateway(ctx context.Context, name string, v variant) (*chil
 	return c, base, nil
 }
 
-// startWorker starts bin/worker and waits until its metrics answer and its
-// payment consumer is attached.
-func (b *bench) startWorker(ctx context.Context) (*child, string, error) {
+// startWorker starts bin/worker with a config variant (name names its
+// config and log) and waits until its metrics answer and its payment
+// consumer is attached.
+func (b *bench) startWorker(ctx context.Context, name string, v variant) (*child, string, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, "", err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	cfg, err := b.writeConfig("worker", variant{groupCommit: true, metricsAddr: addr})
+	v.groupCommit, v.metricsAddr = true, addr
+	cfg, err := b.writeConfig(name, v)
 	if err != nil {
 		return nil, "", err
 	}
@@ -339,8 +372,8 @@ func (b *bench) startWorker(ctx context.Context) (*child, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	c, err := startChild("worker", filepath.Join(b.o.bin, "worker"), []string{"-config", cfg},
-		b.childEnv(fmt.Sprintf("127.0.0.1:%d", gwPort)), filepath.Join(b.dir, "worker.log"))
+	c, err := startChild("worker ("+name+")", filepath.Join(b.o.bin, "worker"), []string{"-config", cfg},
+		b.childEnv(fmt.Sprintf("127.0.0.1:%d", gwPort)), filepath.Join(b.dir, name+".log"))
 	if err != nil {
 		return nil, "", err
 	}
@@ -366,6 +399,25 @@ func (b *bench) startWorker(ctx context.Context) (*child, string, error) {
 }
 
 func (b *bench) queue() string { return b.prefix + "." + b.kind }
+
+// unroutedQueue keeps the worker's downstream notifications: nobody binds
+// a queue to <prefix>.downstream in the benchmark, so they all land here
+// (the alternate exchange), persisted like delivered ones.
+func (b *bench) unroutedQueue() string { return b.prefix + ".downstream.unrouted" }
+
+// takeUnrouted returns how many notifications the unrouted queue holds and
+// empties it, so that every phase starts with the broker in the same state
+// (0 when the queue does not exist yet).
+func (b *bench) takeUnrouted() (int, error) {
+	n, _, err := b.queueDepth(b.unroutedQueue())
+	if isNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return n, b.purge(b.unroutedQueue())
+}
 
 // queueDepth returns the messages ready in a queue and its consumers.
 func (b *bench) queueDepth(name string) (messages, consumers int, err error) {
@@ -406,7 +458,7 @@ func (b *bench) cleanup(failed bool) {
 			for _, k := range kinds.Names() {
 				_, _ = ch.QueueDelete(b.prefix+"."+k, false, false, false)
 			}
-			_, _ = ch.QueueDelete(b.prefix+".downstream.unrouted", false, false, false)
+			_, _ = ch.QueueDelete(b.unroutedQueue(), false, false, false)
 			_ = ch.ExchangeDelete(b.prefix+".callbacks", false, false)
 			_ = ch.ExchangeDelete(b.prefix+".downstream", false, false)
 			_ = ch.ExchangeDelete(b.prefix+".downstream.unrouted", false, false)
@@ -442,90 +494,4 @@ func dropDatabase(serverDSN, name string) error {
 	defer db.Close()
 	_, err = db.Exec("DROP DATABASE IF EXISTS `" + strings.ReplaceAll(name, "`", "``") + "`")
 	return err
-}
-
-// machineBusyNow measures how busy the machine is over d, in % of one core.
-func machineBusyNow(d time.Duration) float64 {
-	b0, _ := machineCPU()
-	time.Sleep(d)
-	b1, _ := machineCPU()
-	return round(100*float64(b1-b0)/clockTicks/d.Seconds(), 1)
-}
-
-// machineInfo fills what the report says about the machine.
-func machineInfo() Machine {
-	m := Machine{NProc: runtime.NumCPU(), Go: runtime.Version(), Date: time.Now().UTC().Format(time.RFC3339)}
-	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(raw), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPUModel = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	if raw, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = "Linux " + strings.TrimSpace(string(raw))
-	}
-	if raw, err := os.ReadFile("/proc/meminfo"); err == nil {
-		var kb int64
-		if _, err := fmt.Sscanf(string(raw), "MemTotal: %d kB", &kb); err == nil {
-			m.MemoryGB = round(float64(kb)/1024/1024, 1)
-		}
-	}
-	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
-		m.Commit = strings.TrimSpace(string(out))
-		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
-			m.Commit += "+dirty"
-		}
-	}
-	return m
-}
-
-// dbStatusVars are the MariaDB counters each window reports the increase of.
-var dbStatusVars = []string{"Questions", "Com_begin", "Com_commit", "Com_select", "Com_insert", "Com_update", "Com_delete",
-	"Com_set_option", "Innodb_data_fsyncs", "Rows_read",
-	"Handler_read_rnd_next", "Innodb_buffer_pool_reads", "Innodb_row_lock_waits", "Innodb_row_lock_time"}
-
-// dbStatus reads MariaDB's global counters (nil on error).
-func (b *bench) dbStatus() map[string]float64 {
-	q := "SHOW GLOBAL STATUS WHERE Variable_name IN ('" + strings.Join(dbStatusVars, "','") + "')"
-	rows, err := b.db.Query(q)
-	if err != nil {
-		return nil
-	}
-	defer rows.Close()
-	out := map[string]float64{}
-	for rows.Next() {
-		var k string
-		var v float64
-		if rows.Scan(&k, &v) == nil {
-			out[k] = v
-		}
-	}
-	if rows.Err() != nil {
-		return nil
-	}
-	return out
-}
-
-// foreignQueries names the other databases with a query running in MariaDB
-// right now (not ours, not idle connections).
-func (b *bench) foreignQueries() []string {
-	rows, err := b.db.Query(`SELECT DISTINCT DB FROM information_schema.PROCESSLIST
-		WHERE COMMAND = 'Query' AND DB IS NOT NULL AND DB <> ? AND ID <> CONNECTION_ID()`, b.dbName)
-	if err != nil {
-		return nil
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var d string
-		if rows.Scan(&d) == nil {
-			out = append(out, d)
-		}
-	}
-	if rows.Err() != nil {
-		return nil
-	}
-	return out
 }

@@ -56,13 +56,9 @@ type Verify struct {
 	// RowsInDB: callback_log rows with this phase's event-id prefix.
 	RowsInDB  int  `json:"rows_in_db"`
 	RowsMatch bool `json:"rows_match"`
-	// QueueDepth: messages in <prefix>.payment once the announcer caught up
-	// (or gave up); no worker runs.
-	QueueDepth int  `json:"queue_depth,omitempty"`
-	QueueMatch bool `json:"queue_match,omitempty"`
-	// AnnounceDrainSeconds: from the last 200 until every announcement was
-	// in the queue (how far the announcer was behind the intake).
-	AnnounceDrainSeconds float64 `json:"announce_drain_seconds,omitempty"`
+	// Announced: what <prefix>.payment held once the announcer caught up
+	// (intake phases, no worker running).
+	Announced *AnnounceCheck `json:"announced,omitempty"`
 	// Announcements: the gateway's callgate_announcements_total by result.
 	Announcements map[string]float64 `json:"announcements,omitempty"`
 }
@@ -76,12 +72,14 @@ type ClosedPhase struct {
 	Measured    WindowStats `json:"measured"`
 	// Total: every answer of the phase (warm-up, window and the tail of
 	// requests in flight at the end).
-	Total        WindowStats `json:"total"`
-	FirstErrors  []string    `json:"first_errors,omitempty"`
-	Verify       Verify      `json:"verify"`
-	Resources    Resources   `json:"resources"`
-	GatewayRSSMB float64     `json:"gateway_peak_rss_mb,omitempty"`
-	CPUProfile   string      `json:"cpu_profile,omitempty"`
+	Total       WindowStats `json:"total"`
+	FirstErrors []string    `json:"first_errors,omitempty"`
+	// RatioToBaseline: Measured.OKPerSecond over the baseline's.
+	RatioToBaseline float64   `json:"ratio_to_baseline,omitempty"`
+	Verify          Verify    `json:"verify"`
+	Resources       Resources `json:"resources"`
+	GatewayRSSMB    float64   `json:"gateway_peak_rss_mb,omitempty"`
+	CPUProfile      string    `json:"cpu_profile,omitempty"`
 }
 
 type closedRec struct {
@@ -91,16 +89,19 @@ type closedRec struct {
 }
 
 type closedResult struct {
-	recs      []closedRec
-	lastOK    time.Time
+	recs   []closedRec
+	lastOK time.Time
+	// ids: the log ids the 200s answered (0 when an answer carried none).
+	ids       []int64
 	errs      []string
 	resources Resources
 }
 
 // closedLoop runs conc goroutines calling fn with consecutive numbers for
-// warmup+dur; the CPU of procs is metered over the measured window.
+// warmup+dur; the CPU of procs is metered over the measured window. fn
+// returns the outcome and, for a 200, the log id it answered.
 func (b *bench) closedLoop(ctx context.Context, conc int, procs map[string]int, hwm map[string]bool,
-	fn func(n int) (outcome, error)) closedResult {
+	fn func(n int) (outcome, int64, error)) closedResult {
 	var (
 		seq    atomic.Int64
 		mu     sync.Mutex
@@ -111,16 +112,19 @@ func (b *bench) closedLoop(ctx context.Context, conc int, procs map[string]int, 
 	t0 := time.Now()
 	end := t0.Add(b.o.warmup + b.o.duration)
 	perWorker := make([][]closedRec, conc)
+	perWorkerIDs := make([][]int64, conc)
 	for w := range conc {
 		wg.Go(func() {
 			recs := make([]closedRec, 0, 4096)
+			ids := make([]int64, 0, 4096)
 			for ctx.Err() == nil && time.Now().Before(end) {
 				n := int(seq.Add(1) - 1)
 				start := time.Now()
-				out, err := fn(n)
+				out, id, err := fn(n)
 				now := time.Now()
 				recs = append(recs, closedRec{end: now.Sub(t0), lat: now.Sub(start), out: out})
 				if out == outAccepted {
+					ids = append(ids, id)
 					for {
 						prev := lastOK.Load()
 						if now.UnixNano() <= prev || lastOK.CompareAndSwap(prev, now.UnixNano()) {
@@ -136,7 +140,7 @@ func (b *bench) closedLoop(ctx context.Context, conc int, procs map[string]int, 
 					mu.Unlock()
 				}
 			}
-			perWorker[w] = recs
+			perWorker[w], perWorkerIDs[w] = recs, ids
 		})
 	}
 	// Meter the measured window.
@@ -151,8 +155,9 @@ func (b *bench) closedLoop(ctx context.Context, conc int, procs map[string]int, 
 	}
 	res.resources = m.finish()
 	wg.Wait()
-	for _, r := range perWorker {
+	for w, r := range perWorker {
 		res.recs = append(res.recs, r...)
+		res.ids = append(res.ids, perWorkerIDs[w]...)
 	}
 	if ns := lastOK.Load(); ns > 0 {
 		res.lastOK = time.Unix(0, ns)
@@ -220,8 +225,8 @@ func (b *bench) baseline(ctx context.Context) (*ClosedPhase, error) {
 	db.SetMaxOpenConns(b.o.concurrency)
 	db.SetMaxIdleConns(b.o.concurrency)
 
-	gen := &callbackGen{secret: b.secret, tag: "raw", runID: b.runID, payloadBytes: b.o.payloadBytes, orders: b.orders}
-	fn := func(n int) (outcome, error) {
+	gen := &callbackGen{secret: b.secret, tag: "raw", runID: b.runID, payloadBytes: b.o.payloadBytes}
+	fn := func(n int) (outcome, int64, error) {
 		now := time.Now()
 		body := gen.body(n, now)
 		id := gen.eventID(n)
@@ -233,15 +238,15 @@ func (b *bench) baseline(ctx context.Context) (*ClosedPhase, error) {
 		})
 		received := now.UTC().Truncate(time.Microsecond)
 		trace := fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64())
-		r, err := db.ExecContext(ctx, baselineSQL, b.source, b.kind, id, orderCode(n%max(b.orders, 1)),
+		r, err := db.ExecContext(ctx, baselineSQL, b.source, b.kind, id, orderCode(n),
 			body, headers, trace, received, received.Add(time.Minute))
 		if err != nil {
-			return outTransport, err
+			return outTransport, 0, err
 		}
 		if n, _ := r.RowsAffected(); n != 1 {
-			return outDuplicate, nil
+			return outDuplicate, 0, nil
 		}
-		return outAccepted, nil
+		return outAccepted, 0, nil
 	}
 	res := b.closedLoop(ctx, b.o.concurrency, b.baseProcs(), nil, fn)
 	ph.Warmup, ph.Measured, ph.Total = b.windows(res.recs)
@@ -294,16 +299,15 @@ func (b *bench) intakePhase(ctx context.Context, name, tag string, group bool) (
 	defer gw.stop(15 * time.Second)
 	b.logf("%s: gateway pid %d on %s, %d clients, warm-up %s, measuring %s", name, gw.pid(), base, b.o.concurrency, b.o.warmup, b.o.duration)
 
-	gen := &callbackGen{url: base + "/callbacks/" + b.source, secret: b.secret, tag: tag, runID: b.runID, payloadBytes: b.o.payloadBytes, orders: b.orders}
+	gen := &callbackGen{url: base + "/callbacks/" + b.source, secret: b.secret, tag: tag, runID: b.runID, payloadBytes: b.o.payloadBytes}
 	cl := &http.Client{Transport: newTransport(b.o.concurrency), Timeout: b.o.reqTimeout}
 	defer cl.CloseIdleConnections()
-	fn := func(n int) (outcome, error) {
+	fn := func(n int) (outcome, int64, error) {
 		req, err := gen.request(n)
 		if err != nil {
-			return outTransport, err
+			return outTransport, 0, err
 		}
-		out, _, err := do(cl, req.WithContext(ctx))
-		return out, err
+		return do(cl, req.WithContext(ctx))
 	}
 	procs := b.baseProcs()
 	procs["gateway"] = gw.pid()
@@ -323,32 +327,15 @@ func (b *bench) intakePhase(ctx context.Context, name, tag string, group bool) (
 		b.logf("%s: gateway CPU profile of the measured window in %s (go tool pprof -top %s %s)", name, b.o.cpuProfile, filepath.Join(b.o.bin, "gateway"), b.o.cpuProfile)
 	}
 
-	// Every 200 is a row...
+	// Every 200 is a row and its log id is announced, once the announcer
+	// caught up.
+	caughtUp := b.waitAnnouncer(ctx, 60*time.Second)
 	vf := &ph.Verify
 	vf.Accepted = ph.Total.OK
 	if vf.RowsInDB, err = b.countRows(ctx, gen.eventPrefix()); err != nil {
 		return ph, err
 	}
 	vf.RowsMatch = vf.RowsInDB == vf.Accepted
-	// ...and an announcement in the queue, once the announcer caught up.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		depth, _, err := b.queueDepth(b.queue())
-		if err != nil {
-			return ph, err
-		}
-		vf.QueueDepth = depth
-		if depth >= vf.Accepted {
-			vf.AnnounceDrainSeconds = round(max(time.Since(res.lastOK).Seconds(), 0), 2)
-			break
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			vf.AnnounceDrainSeconds = -1
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	vf.QueueMatch = vf.QueueDepth == vf.Accepted
 	if mt, err := scrape(base + "/metrics"); err == nil {
 		vf.Announcements = map[string]float64{}
 		for _, r := range []string{"published", "dropped", "nacked"} {
@@ -358,9 +345,20 @@ func (b *bench) intakePhase(ctx context.Context, name, tag string, group bool) (
 	if hwm, err := peakHWM(gw.pid()); err == nil {
 		ph.GatewayRSSMB = hwm
 	}
-	b.logf("%s: %d rows for %d accepted, queue depth %d, announcer caught up %.2fs after the last 200",
-		name, vf.RowsInDB, vf.Accepted, vf.QueueDepth, vf.AnnounceDrainSeconds)
+	// A graceful stop publishes whatever the announcer still holds: after
+	// it the queue has everything this gateway will ever announce.
 	gw.stop(15 * time.Second)
+	ac, err := b.readAnnouncements(ctx, res.ids)
+	if err != nil {
+		return ph, err
+	}
+	ac.CaughtUpSeconds = -1
+	if !caughtUp.IsZero() && !res.lastOK.IsZero() {
+		ac.CaughtUpSeconds = round(max(caughtUp.Sub(res.lastOK).Seconds(), 0), 2)
+	}
+	vf.Announced = ac
+	b.logf("%s: %d rows for %d accepted; %d messages announced %d distinct ids (missing %d, duplicated %d, unexpected %d), announcer caught up %.2fs after the last 200",
+		name, vf.RowsInDB, vf.Accepted, ac.Messages, ac.DistinctIDs, ac.Missing, ac.Duplicated, ac.Unexpected, ac.CaughtUpSeconds)
 	if err := b.purge(b.queue()); err != nil {
 		return ph, err
 	}

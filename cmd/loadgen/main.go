@@ -1,22 +1,26 @@
 // Command loadgen is callgate's benchmark. It starts from the built binaries
 // (bin/gateway, bin/worker) and the running MariaDB and RabbitMQ, on a
 // database and an AMQP prefix of its own that it removes at the end, and
-// measures in one run:
+// measures in one run, every throughput as a ratio to the run's own raw
+// INSERT baseline:
 //
 //  1. baseline: one autocommit INSERT per callback straight from Go to MySQL
 //     (the intake's statement, same table), N goroutines, no HTTP;
-//  2. per-request intake: the gateway with mysql.group_commit false;
-//  3. group-committed intake: the gateway as shipped;
-//  4. open loop: signed callbacks at a fixed arrival rate, latency from each
-//     request's scheduled send time, with the worker running;
-//  5. end to end: what the worker made of the open-loop load (processed/s,
-//     drain time, processing lag, downstream publishes).
+//  2. per-request: the gateway with mysql.group_commit false, no worker;
+//  3. group: the intake alone, as shipped (group commit), no worker;
+//  4. drain: the worker alone working off a backlog the intake prepared,
+//     once with worker.batch_size 1 and once with the configured batch size;
+//  5. open: gateway and worker together, signed callbacks at a fixed arrival
+//     rate (a ratio of the baseline), latency from each request's scheduled
+//     send time, backlog and processing lag;
+//  6. sweep: the highest open-loop rate at which the intake p99 stays within
+//     50 ms and the processing lag p99 within 2 s, both processes running.
 //
 // Phases 2 and 3 are closed loops (N keep-alive clients); each verifies that
-// callback_log holds exactly one row per 200 and that every announcement
-// reached <prefix>.payment. CPU seconds and peak RSS of the gateway, the
-// worker, mariadbd, beam.smp and loadgen itself are read from /proc for each
-// measured window.
+// callback_log holds exactly one row per 200 and that the log ids announced
+// on <prefix>.payment are exactly those of the 200s. CPU seconds and peak
+// RSS of the gateway, the worker, mariadbd, beam.smp and loadgen itself are
+// read from /proc for each measured window.
 //
 //	go build -o bin/ ./cmd/... && bin/loadgen -json bench-latest.json
 package main
@@ -41,7 +45,8 @@ type options struct {
 	concurrency  int
 	warmup       time.Duration
 	duration     time.Duration
-	rate         float64
+	rate         float64 // 0: openRatio x the baseline
+	openRatio    float64
 	openWarmup   time.Duration
 	openDuration time.Duration
 	arrivals     string
@@ -49,16 +54,26 @@ type options struct {
 	openWorker   bool
 	payloadBytes int
 	drainTimeout time.Duration
-	announceBuf  int
-	logLevel     string
-	reqTimeout   time.Duration
-	phases       map[string]bool
-	keep         bool
-	strict       bool
-	cpuProfile   string
+	// drain phase: backlog sizes (configured batch size, batch_size 1) and
+	// the longest a drain may take.
+	drainBacklog  int
+	drain1Backlog int
+	drainMax      time.Duration
+	// sweep phase.
+	sweepRatios []float64
+	sweepWarmup time.Duration
+	sweepStep   time.Duration
+	sweepBisect bool
+	announceBuf int
+	logLevel    string
+	reqTimeout  time.Duration
+	phases      map[string]bool
+	keep        bool
+	strict      bool
+	cpuProfile  string
 }
 
-var allPhases = []string{"baseline", "per-request", "group", "open"}
+var allPhases = []string{"baseline", "per-request", "group", "drain", "open", "sweep"}
 
 func main() {
 	os.Exit(run())
@@ -66,7 +81,7 @@ func main() {
 
 func run() int {
 	var o options
-	var phases string
+	var phases, sweepRatios string
 	flag.StringVar(&o.bin, "bin", "./bin", "directory holding the gateway and worker binaries")
 	flag.StringVar(&o.config, "config", "configs/callgate.yaml", "config file the benchmark's variants are derived from")
 	flag.StringVar(&o.jsonPath, "json", "", "also write the figures as JSON to this file")
@@ -75,14 +90,25 @@ func run() int {
 	flag.IntVar(&o.concurrency, "concurrency", 64, "clients (closed-loop intake phases) and goroutines (baseline)")
 	flag.DurationVar(&o.warmup, "warmup", 5*time.Second, "warm-up of each closed-loop phase, reported separately")
 	flag.DurationVar(&o.duration, "duration", 20*time.Second, "measured time of each closed-loop phase")
-	flag.Float64Var(&o.rate, "rate", 4000, "open-loop arrival rate, requests per second")
+	flag.Float64Var(&o.rate, "rate", 0, "open-loop arrival rate, requests per second (default: -open-ratio x the run's baseline)")
+	flag.Float64Var(&o.openRatio, "open-ratio", 0.2, "open-loop arrival rate as a ratio of the run's raw INSERT baseline, when -rate is not given")
 	flag.DurationVar(&o.openWarmup, "open-warmup", 5*time.Second, "open-loop warm-up, excluded from its figures")
 	flag.DurationVar(&o.openDuration, "open-duration", 60*time.Second, "measured time of the open loop")
 	flag.StringVar(&o.arrivals, "arrivals", "uniform", "open-loop arrivals: uniform or poisson")
 	flag.BoolVar(&o.openWorker, "open-worker", true, "run the worker during the open loop (false: the intake alone, no end-to-end figures)")
 	flag.IntVar(&o.openMaxConns, "open-max-conns", 2048, "open loop: most connections to the gateway at once (further requests wait, their wait counted)")
 	flag.IntVar(&o.payloadBytes, "payload-bytes", 1024, "size of each callback body")
-	flag.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "after the open loop, how long to wait for the worker to finish the backlog")
+	flag.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "after the open loop's last send, how long to wait for the worker to finish the backlog")
+	// Fixed sizes, so that every run does the same work on tables of the
+	// same size: at least 15 s at the top of the rates expected on a
+	// 2-core machine (1,500-3,000/s batched, 400-600/s with batch_size 1).
+	flag.IntVar(&o.drainBacklog, "drain-backlog", 45000, "drain phase: callbacks in the backlog of the drain with the configured worker.batch_size")
+	flag.IntVar(&o.drain1Backlog, "drain1-backlog", 9000, "drain phase: callbacks in the backlog of the drain with worker.batch_size 1")
+	flag.DurationVar(&o.drainMax, "drain-max", 3*time.Minute, "drain phase: the longest a drain may take before it is reported not drained")
+	flag.StringVar(&sweepRatios, "sweep-ratios", "0.1,0.2,0.3,0.4,0.6,0.8", "sweep phase: open-loop rates to try, as ratios of the baseline, rising; the sweep stops at the first failing one")
+	flag.DurationVar(&o.sweepWarmup, "sweep-warmup", 5*time.Second, "sweep phase: warm-up of each step, excluded from its figures")
+	flag.DurationVar(&o.sweepStep, "sweep-step", 20*time.Second, "sweep phase: measured time of each step")
+	flag.BoolVar(&o.sweepBisect, "sweep-bisect", true, "sweep phase: after the first failing step, try once halfway between it and the last passing one")
 	flag.IntVar(&o.announceBuf, "announce-buffer", 1000000, "amqp.announce_buffer of the closed-loop gateways (so every announcement can be verified); the open loop runs the shipped value")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "log.level of the gateway and worker")
 	flag.DurationVar(&o.reqTimeout, "timeout", 10*time.Second, "HTTP request timeout (a timed-out request counts as an error)")
@@ -115,9 +141,21 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "loadgen: -arrivals must be uniform or poisson\n")
 		return 2
 	}
-	if o.concurrency < 1 || o.rate <= 0 || o.duration <= 0 || o.openDuration <= 0 || o.payloadBytes < 200 {
-		fmt.Fprintf(os.Stderr, "loadgen: -concurrency, -rate, -duration, -open-duration must be positive, -payload-bytes at least 200\n")
+	if o.concurrency < 1 || o.rate < 0 || o.openRatio <= 0 || o.duration <= 0 || o.openDuration <= 0 || o.payloadBytes < 200 ||
+		o.drainBacklog < 1 || o.drain1Backlog < 1 || o.drainMax <= 0 || o.sweepStep <= 0 {
+		fmt.Fprintf(os.Stderr, "loadgen: -concurrency, -open-ratio, -duration, -open-duration, -drain-backlog, -drain1-backlog, -drain-max, -sweep-step must be positive, -rate not negative, -payload-bytes at least 200\n")
 		return 2
+	}
+	var err error
+	if o.sweepRatios, err = parseRatios(sweepRatios); err != nil {
+		fmt.Fprintf(os.Stderr, "loadgen: -sweep-ratios: %v\n", err)
+		return 2
+	}
+	// The open loop's rate (unless -rate is given) and every sweep step are
+	// ratios of the baseline: it runs first.
+	if !o.phases["baseline"] && (o.phases["sweep"] || (o.phases["open"] && o.rate == 0)) {
+		fmt.Fprintf(os.Stderr, "loadgen: adding the baseline phase: the open loop's rate and the sweep's steps are ratios of it\n")
+		o.phases["baseline"] = true
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

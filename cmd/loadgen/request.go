@@ -81,8 +81,9 @@ const (
 	outTransport                // no answer (connection error, timeout)
 )
 
-// do sends req and classifies the answer.
-func do(cl *http.Client, req *http.Request) (outcome, int, error) {
+// do sends req and classifies the answer; for a 200 it also returns the
+// log id the gateway answered (0 if the body carries none).
+func do(cl *http.Client, req *http.Request) (outcome, int64, error) {
 	resp, err := cl.Do(req)
 	if err != nil {
 		return outTransport, 0, err
@@ -90,18 +91,42 @@ func do(cl *http.Client, req *http.Request) (outcome, int, error) {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
 	if err != nil {
-		return outTransport, resp.StatusCode, err
+		return outTransport, 0, err
 	}
+	if resp.StatusCode != http.StatusOK {
+		return outNon2xx, 0, fmt.Errorf("%d %s", resp.StatusCode, bytes.TrimSpace(body))
+	}
+	id, dup, ok := parseAccepted(body)
 	switch {
-	case resp.StatusCode != http.StatusOK:
-		return outNon2xx, resp.StatusCode, fmt.Errorf("%d %s", resp.StatusCode, bytes.TrimSpace(body))
-	case bytes.Contains(body, []byte(`"duplicate":true`)):
-		return outDuplicate, resp.StatusCode, nil
-	case bytes.Contains(body, []byte(`"duplicate":false`)):
-		return outAccepted, resp.StatusCode, nil
+	case !ok:
+		return outNon2xx, 0, fmt.Errorf("200 with an unexpected body: %s", bytes.TrimSpace(body))
+	case dup:
+		return outDuplicate, id, nil
 	default:
-		return outNon2xx, resp.StatusCode, fmt.Errorf("200 with an unexpected body: %s", bytes.TrimSpace(body))
+		return outAccepted, id, nil
 	}
+}
+
+// parseAccepted reads the intake's default answer,
+// {"status":"accepted","log_id":N,"duplicate":false}: ok is false when the
+// duplicate flag is missing, id 0 when the log id is.
+func parseAccepted(body []byte) (id int64, duplicate, ok bool) {
+	switch {
+	case bytes.Contains(body, []byte(`"duplicate":true`)):
+		duplicate = true
+	case !bytes.Contains(body, []byte(`"duplicate":false`)):
+		return 0, false, false
+	}
+	const key = `"log_id":`
+	if i := bytes.Index(body, []byte(key)); i >= 0 {
+		rest := body[i+len(key):]
+		end := 0
+		for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+			end++
+		}
+		id, _ = strconv.ParseInt(string(rest[:end]), 10, 64)
+	}
+	return id, duplicate, true
 }
 
 // newTransport is a keep-alive transport to the gateway holding at most

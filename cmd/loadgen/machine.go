@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// machineBusyNow measures how busy the machine is over d, in % of one core.
+func machineBusyNow(d time.Duration) float64 {
+	b0, _ := machineCPU()
+	time.Sleep(d)
+	b1, _ := machineCPU()
+	return round(100*float64(b1-b0)/clockTicks/d.Seconds(), 1)
+}
+
+// machineInfo fills what the report says about the machine.
+func machineInfo() Machine {
+	m := Machine{NProc: runtime.NumCPU(), Go: runtime.Version(), Date: time.Now().UTC().Format(time.RFC3339)}
+	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if raw, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = "Linux " + strings.TrimSpace(string(raw))
+	}
+	if raw, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		if _, err := fmt.Sscanf(string(raw), "MemTotal: %d kB", &kb); err == nil {
+			m.MemoryGB = round(float64(kb)/1024/1024, 1)
+		}
+	}
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		m.Commit = strings.TrimSpace(string(out))
+		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+			m.Commit += "+dirty"
+		}
+	}
+	return m
+}
+
+// dbStatusVars are the MariaDB counters each window reports the increase of.
+var dbStatusVars = []string{"Questions", "Com_begin", "Com_commit", "Com_select", "Com_insert", "Com_update", "Com_delete",
+	"Com_set_option", "Innodb_data_fsyncs", "Rows_read",
+	"Handler_read_rnd_next", "Innodb_buffer_pool_reads", "Innodb_row_lock_waits", "Innodb_row_lock_time"}
+
+// dbStatus reads MariaDB's global counters (nil on error).
+func (b *bench) dbStatus() map[string]float64 {
+	q := "SHOW GLOBAL STATUS WHERE Variable_name IN ('" + strings.Join(dbStatusVars, "','") + "')"
+	rows, err := b.db.Query(q)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	out := map[string]float64{}
+	for rows.Next() {
+		var k string
+		var v float64
+		if rows.Scan(&k, &v) == nil {
+			out[k] = v
+		}
+	}
+	if rows.Err() != nil {
+		return nil
+	}
+	return out
+}
+
+// foreignQueries names the other databases with a query running in MariaDB
+// right now (not ours, not idle connections).
+func (b *bench) foreignQueries() []string {
+	rows, err := b.db.Query(`SELECT DISTINCT DB FROM information_schema.PROCESSLIST
+		WHERE COMMAND = 'Query' AND DB IS NOT NULL AND DB <> ? AND ID <> CONNECTION_ID()`, b.dbName)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var d string
+		if rows.Scan(&d) == nil {
+			out = append(out, d)
+		}
+	}
+	if rows.Err() != nil {
+		return nil
+	}
+	return out
+}
