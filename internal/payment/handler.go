@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"callgate/internal/callback"
 )
@@ -79,14 +78,20 @@ func (Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out ca
 		return callback.Permanentf("invalid payload: status %q is not SUCCESS or FAILED", p.Status)
 	}
 
-	var o Order
-	err := tx.WithContext(ctx).Clauses(clause.Locking{Strength: "UPDATE"}).Take(&o, "order_code = ?", p.OrderCode).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return callback.Permanent(ErrOrderNotFound)
-	}
+	// Plain statements rather than gorm's model methods: this handler runs
+	// for every payment, and each statement costs the worker and the
+	// database the same whatever builds it, plus what gorm adds.
+	db := tx.WithContext(ctx)
+	var found []Order
+	err := db.Raw(`SELECT order_code, user_id, amount, payment_status, payment_no, paid_at FROM orders WHERE order_code = ? FOR UPDATE`,
+		p.OrderCode).Scan(&found).Error
 	if err != nil {
 		return fmt.Errorf("error loading order %s: %w", p.OrderCode, err)
 	}
+	if len(found) == 0 {
+		return callback.Permanent(ErrOrderNotFound)
+	}
+	o := found[0]
 	if p.Amount != o.Amount {
 		return callback.Permanent(fmt.Errorf("%w: callback %d, order %d", ErrAmountMismatch, p.Amount, o.Amount))
 	}
@@ -102,18 +107,15 @@ func (Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out ca
 	}
 
 	if p.Status == "FAILED" {
-		return tx.WithContext(ctx).Model(&o).Update("payment_status", OrderPaymentFailed).Error
+		return db.Exec(`UPDATE orders SET payment_status = ? WHERE order_code = ?`, OrderPaymentFailed, o.OrderCode).Error
 	}
 
 	paidAt := p.PaidAt
 	if paidAt.IsZero() {
 		paidAt = cb.ReceivedAt
 	}
-	err = tx.WithContext(ctx).Model(&o).Updates(map[string]any{
-		"payment_status": OrderPaid,
-		"payment_no":     p.PaymentNo,
-		"paid_at":        paidAt.UTC(),
-	}).Error
+	err = db.Exec(`UPDATE orders SET payment_status = ?, payment_no = ?, paid_at = ? WHERE order_code = ?`,
+		OrderPaid, p.PaymentNo, paidAt.UTC(), o.OrderCode).Error
 	if err != nil {
 		return fmt.Errorf("error marking order %s paid: %w", p.OrderCode, err)
 	}

@@ -48,30 +48,6 @@ func (s *Store) ClaimCallbacksTx(ctx context.Context, tx *Tx, ids []int64) ([]ca
 	return rows, nil
 }
 
-// EarliestPendingTx returns, for each of keys that has one, the smallest
-// id among its PENDING callbacks: only that callback of the key may run.
-func (s *Store) EarliestPendingTx(ctx context.Context, tx *Tx, keys []Key) (map[Key]int64, error) {
-	if len(keys) == 0 {
-		return map[Key]int64{}, nil
-	}
-	var q strings.Builder
-	q.WriteString(`SELECT kind, business_key, MIN(id) AS id FROM callback_log WHERE status = ? AND (kind, business_key) IN (`)
-	args := keyTuples(&q, []any{callback.StatusPending}, keys)
-	q.WriteString(`) GROUP BY kind, business_key`)
-	var rows []struct {
-		Kind        string
-		BusinessKey string
-		ID          int64
-	}
-	if err := s.q(ctx, tx).Raw(q.String(), args...).Scan(&rows).Error; err != nil {
-		return nil, fmt.Errorf("error checking the order of %d keys: %w", len(keys), translate(err))
-	}
-	out := make(map[Key]int64, len(rows))
-	for _, r := range rows {
-		out[Key{Kind: r.Kind, BusinessKey: r.BusinessKey}] = r.ID
-	}
-	return out, nil
-}
 
 // LockKeysTx locks the callback_key rows of keys until tx ends, never
 // waiting for a key another transaction holds: busy lists those. Rows of
@@ -211,18 +187,18 @@ func (s *Store) PendingOfKeysTx(ctx context.Context, tx *Tx, keys []Key, maxID i
 
 // NextPendingOfKeys returns, for each of keys that has one, its earliest
 // PENDING callback (id, kind, business key and trace id): what may run
-// next once the batch that held the keys is settled.
+// next once the batch that held the keys is settled. One statement.
 func (s *Store) NextPendingOfKeys(ctx context.Context, keys []Key) ([]callback.Log, error) {
-	earliest, err := s.EarliestPendingTx(ctx, nil, keys)
-	if err != nil || len(earliest) == 0 {
-		return nil, err
+	if len(keys) == 0 {
+		return nil, nil
 	}
-	ids := make([]int64, 0, len(earliest))
-	for _, id := range earliest {
-		ids = append(ids, id)
-	}
+	var q strings.Builder
+	q.WriteString(`SELECT c.id, c.kind, c.business_key, c.trace_id FROM callback_log c JOIN (
+		SELECT MIN(id) AS id FROM callback_log WHERE status = ? AND (kind, business_key) IN (`)
+	args := keyTuples(&q, []any{callback.StatusPending}, keys)
+	q.WriteString(`) GROUP BY kind, business_key) m ON c.id = m.id ORDER BY c.id`)
 	var rows []callback.Log
-	if err := s.q(ctx, nil).Select("id", "kind", "business_key", "trace_id").Where("id IN ?", ids).Order("id").Find(&rows).Error; err != nil {
+	if err := s.q(ctx, nil).Raw(q.String(), args...).Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("error reading the next callbacks of %d keys: %w", len(keys), translate(err))
 	}
 	return rows, nil

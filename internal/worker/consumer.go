@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -69,6 +70,7 @@ func (c *consumer) consumeOn(ctx, workCtx context.Context, conn *amqp.Connection
 		return err
 	}
 	c.logger.Info("worker: consuming", "queue", c.queue, "prefetch", c.prefetch, "concurrency", c.concurrency, "batch_size", c.batchSize)
+	var carry *amqp.Delivery // the delivery that did not fit the last batch
 	for {
 		// A free slot first, then the batch: what queued up while every
 		// slot was busy goes into the next batch (batches grow with the
@@ -79,16 +81,20 @@ func (c *consumer) consumeOn(ctx, workCtx context.Context, conn *amqp.Connection
 		case sem <- struct{}{}:
 		}
 		var batch []amqp.Delivery
-		select {
-		case <-ctx.Done():
-			<-sem
-			return c.stop(ch)
-		case d, ok := <-deliveries:
-			if !ok {
+		if carry != nil {
+			batch, carry = c.gather(*carry, deliveries)
+		} else {
+			select {
+			case <-ctx.Done():
 				<-sem
-				return amqp.ErrClosed
+				return c.stop(ch)
+			case d, ok := <-deliveries:
+				if !ok {
+					<-sem
+					return amqp.ErrClosed
+				}
+				batch, carry = c.gather(d, deliveries)
 			}
-			batch = c.gather(d, deliveries)
 		}
 		inflight.Add(1)
 		go func() {
@@ -106,24 +112,37 @@ func (c *consumer) stop(ch *amqp.Channel) error {
 	return nil
 }
 
+// gatherYields is how often gather lets other goroutines run before it
+// takes an empty channel for an idle queue: amqp091-go hands deliveries
+// over one at a time from a goroutine of its own, so a receive right after
+// the last one finds the channel empty although more are prefetched.
+const gatherYields = 3
+
 // gather adds to first the deliveries already waiting, without waiting for
-// more, until they carry batchSize callbacks.
-func (c *consumer) gather(first amqp.Delivery, deliveries <-chan amqp.Delivery) []amqp.Delivery {
-	batch := []amqp.Delivery{first}
+// more, as long as they carry at most batchSize callbacks together; the
+// delivery that would overflow the batch is returned to start the next.
+func (c *consumer) gather(first amqp.Delivery, deliveries <-chan amqp.Delivery) (batch []amqp.Delivery, carry *amqp.Delivery) {
+	batch = []amqp.Delivery{first}
 	n := announcedCount(first.Body)
-	for n < c.batchSize {
+	for misses := 0; n < c.batchSize && misses <= gatherYields; {
 		select {
 		case d, ok := <-deliveries:
 			if !ok {
-				return batch
+				return batch, nil
+			}
+			k := announcedCount(d.Body)
+			if n+k > c.batchSize {
+				return batch, &d
 			}
 			batch = append(batch, d)
-			n += announcedCount(d.Body)
+			n += k
+			misses = 0
 		default:
-			return batch
+			misses++
+			runtime.Gosched()
 		}
 	}
-	return batch
+	return batch, nil
 }
 
 // announcedCount is how many callbacks a message announces (1 for one that
