@@ -322,6 +322,9 @@ func testPerKeyOrderingAcrossWorkers(t *testing.T, batchSize int) {
 func TestWorkloadIsolation(t *testing.T) {
 	t.Parallel()
 	cfg := testenv.Config(t, func(c *config.Config) {
+		// One callback per transaction, so that two slots are two handlers
+		// (with batches, a slot may gather all ten payments into one).
+		c.Worker.BatchSize = 1
 		c.Worker.Kinds[callback.KindPayment] = worker.KindConfig{Concurrency: 2, Prefetch: 4}
 	})
 	st := testenv.Store(t, cfg)
