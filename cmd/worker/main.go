@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"callgate/internal/admincli"
@@ -32,8 +33,17 @@ import (
 )
 
 func main() {
+	// The live heap is small (tens of MB) and mostly short-lived: at Go's
+	// default GOGC=100 the collector ran so often that it cost a fifth of
+	// the worker's CPU (BENCHMARKS.md). GOGC in the environment still wins.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
+
+// gcPercent is the collector's target when GOGC is not set.
+const gcPercent = 300
 
 func run(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
