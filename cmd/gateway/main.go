@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 
 	"callgate/internal/config"
 	"callgate/internal/gateway"
@@ -23,17 +22,8 @@ import (
 )
 
 func main() {
-	// The live heap is small (tens of MB) and mostly short-lived: at Go's
-	// default GOGC=100 the collector ran so often that it cost a fifth of
-	// the gateway's CPU (BENCHMARKS.md). GOGC in the environment still wins.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
-	}
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
-
-// gcPercent is the collector's target when GOGC is not set.
-const gcPercent = 300
 
 func run(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
