@@ -34,11 +34,11 @@ type Batcher struct {
 	log      *slog.Logger
 	maxBatch int
 	// onNew is told the new rows of each batch (to announce them).
-	onNew func([]Inserted)
-	queues   []chan *pendingInsert
-	wg       sync.WaitGroup
-	stop     chan struct{}
-	once     sync.Once
+	onNew  func([]Inserted)
+	queues []chan *pendingInsert
+	wg     sync.WaitGroup
+	stop   chan struct{}
+	once   sync.Once
 	// packet caches the server's max_allowed_packet (0 until read).
 	packet atomic.Int64
 }

@@ -48,7 +48,6 @@ func (s *Store) ClaimCallbacksTx(ctx context.Context, tx *Tx, ids []int64) ([]ca
 	return rows, nil
 }
 
-
 // LockKeysTx locks the callback_key rows of keys until tx ends, never
 // waiting for a key another transaction holds: busy lists those. Rows of
 // keys met for the first time are created (and so held).

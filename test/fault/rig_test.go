@@ -117,7 +117,7 @@ func writeFaultConfig(t *testing.T, batchSize int) string {
 	var tree map[string]any
 	err = yaml.Unmarshal(raw, &tree)
 	require.NoError(t, err)
-	set := func(key, value string, mustExist bool) {
+	set := func(key string, value any, mustExist bool) {
 		parts := strings.Split(key, ".")
 		m := tree
 		for _, p := range parts[:len(parts)-1] {
@@ -138,7 +138,7 @@ func writeFaultConfig(t *testing.T, batchSize int) string {
 		set(k, v, false)
 	}
 	if batchSize > 0 {
-		set("worker.batch_size", fmt.Sprint(batchSize), true)
+		set("worker.batch_size", batchSize, true)
 	}
 	out, err := yaml.Marshal(tree)
 	require.NoError(t, err)
