@@ -19,6 +19,8 @@ type Attempt struct {
 	Outcome    string    `gorm:"column:outcome" json:"outcome"`
 	Error      *string   `gorm:"column:error" json:"error,omitempty"`
 	WorkerID   string    `gorm:"column:worker_id" json:"worker_id"`
+	// Note says why a SUCCESS changed nothing (see NoEffect).
+	Note *string `gorm:"column:note" json:"note,omitempty"`
 }
 
 // TableName tells gorm the table.

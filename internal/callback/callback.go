@@ -29,16 +29,19 @@ func (s Status) Terminal() bool { return s == StatusSuccess || s == StatusFailed
 
 // Log is one callback_log row.
 type Log struct {
-	ID            int64           `gorm:"column:id;primaryKey;autoIncrement"`
-	Source        string          `gorm:"column:source"`
-	Kind          string          `gorm:"column:kind"`
-	EventID       string          `gorm:"column:event_id"`
-	BusinessKey   string          `gorm:"column:business_key"`
-	Status        Status          `gorm:"column:status"`
-	Attempts      int             `gorm:"column:attempts"`
-	AttemptsBase  int             `gorm:"column:attempts_base"`
-	LastError     *string         `gorm:"column:last_error"`
-	Payload       []byte          `gorm:"column:payload"`
+	ID           int64   `gorm:"column:id;primaryKey;autoIncrement"`
+	Source       string  `gorm:"column:source"`
+	Kind         string  `gorm:"column:kind"`
+	EventID      string  `gorm:"column:event_id"`
+	BusinessKey  string  `gorm:"column:business_key"`
+	Status       Status  `gorm:"column:status"`
+	Attempts     int     `gorm:"column:attempts"`
+	AttemptsBase int     `gorm:"column:attempts_base"`
+	LastError    *string `gorm:"column:last_error"`
+	Payload      []byte  `gorm:"column:payload"`
+	// Normalized is the canonical event a platform preset made of Payload
+	// (see event.go); nil without a preset.
+	Normalized    json.RawMessage `gorm:"column:normalized"`
 	Headers       json.RawMessage `gorm:"column:headers"`
 	TraceID       string          `gorm:"column:trace_id"`
 	ReceivedAt    time.Time       `gorm:"column:received_at"`
@@ -54,6 +57,9 @@ func (Log) TableName() string { return "callback_log" }
 const (
 	MaxEventIDLen     = 191
 	MaxBusinessKeyLen = 191
+	// MaxNormalizedBytes bounds a preset's canonical event (a few short
+	// fields); larger is refused at intake.
+	MaxNormalizedBytes = 16 << 10
 )
 
 // Summary is a callback as lists show it: everything but the bodies.

@@ -117,3 +117,45 @@ func scalarAt(top map[string]json.RawMessage, path []string, name string) (strin
 }
 
 func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
+
+// Object is a parsed JSON object, for dotted-path lookups ("a.b.c").
+type Object map[string]json.RawMessage
+
+// ParseObject parses body as a JSON object.
+func ParseObject(body []byte) (Object, error) {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || body[0] != '{' {
+		return nil, ErrInvalidJSON
+	}
+	var top Object
+	if err := json.Unmarshal(body, &top); err != nil {
+		return nil, ErrInvalidJSON
+	}
+	return top, nil
+}
+
+// Scalar returns the non-empty string or the integer at the dotted path,
+// as text; anything else is a *FieldError naming path.
+func (o Object) Scalar(path string) (string, error) {
+	return scalarAt(o, strings.Split(path, "."), path)
+}
+
+// Has reports whether path leads to a value that is not null.
+func (o Object) Has(path string) bool {
+	obj := map[string]json.RawMessage(o)
+	parts := strings.Split(path, ".")
+	for i, p := range parts {
+		raw, ok := obj[p]
+		if !ok || isNull(raw) {
+			return false
+		}
+		if i == len(parts)-1 {
+			return true
+		}
+		obj = nil
+		if json.Unmarshal(raw, &obj) != nil || obj == nil {
+			return false
+		}
+	}
+	return false
+}

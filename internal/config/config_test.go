@@ -36,7 +36,11 @@ sources:
 func TestShippedConfigLoads(t *testing.T) {
 	cfg, err := config.Load(filepath.Join("..", "..", "configs", "callgate.yaml"), kinds)
 	require.NoError(t, err)
-	require.Len(t, cfg.Sources, 2)
+	require.GreaterOrEqual(t, len(cfg.Sources), 2)
+	for _, s := range cfg.Sources[2:] {
+		require.NotEmpty(t, s.Preset, "after the demo sources, one source per platform preset")
+		require.True(t, s.Disabled(), "%s: without its keys in the environment a preset source is disabled", s.Name)
+	}
 	pay, ship := cfg.Sources[0], cfg.Sources[1]
 	require.Equal(t, "paydemo", pay.Name)
 	require.Equal(t, "payment", pay.Kind)
@@ -101,21 +105,21 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		want []string
 	}{
 		{"unknown kind", func(s string) string { return strings.Replace(s, "kind: logistics", "kind: freight", 1) },
-			[]string{`sources[1].kind: unknown kind "freight"`}},
+			[]string{`sources[1] (shipdemo).kind: unknown kind "freight"`}},
 		{"unknown scheme", func(s string) string { return strings.Replace(s, "scheme: hmac-sha256", "scheme: md5", 1) },
-			[]string{"sources[1].signature.scheme", "md5"}},
+			[]string{"sources[1] (shipdemo).signature.scheme", "md5"}},
 		{"missing secret (unset env var)", func(s string) string { return strings.Replace(s, "${T_SHIP_SECRET}", "${T_UNSET_SECRET}", 1) },
-			[]string{"sources[1].signature.secrets"}},
+			[]string{"sources[1] (shipdemo).signature.secrets"}},
 		{"bad whsec", func(s string) string {
 			return strings.Replace(s, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_!!!", 1)
 		},
-			[]string{"sources[0].signature.secrets"}},
+			[]string{"sources[0] (paydemo).signature.secrets"}},
 		{"duplicate source name", func(s string) string { return strings.Replace(s, "name: shipdemo", "name: paydemo", 1) },
-			[]string{`sources[1].name: duplicate source name "paydemo"`}},
+			[]string{`sources[1] (paydemo).name: duplicate source name "paydemo"`}},
 		{"missing business key", func(s string) string { return strings.Replace(s, "business_key: waybillNo", "", 1) },
-			[]string{"sources[1].business_key"}},
+			[]string{"sources[1] (shipdemo).business_key"}},
 		{"missing event id", func(s string) string { return strings.Replace(s, "event_id: {fields: [waybillNo, seq]}", "", 1) },
-			[]string{"sources[1].event_id.fields"}},
+			[]string{"sources[1] (shipdemo).event_id.fields"}},
 		{"typo in a key", func(s string) string {
 			return strings.Replace(s, "business_key: waybillNo", "bizness_key: waybillNo", 1)
 		},
@@ -123,11 +127,11 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 		{"bad queue type", func(s string) string { return "amqp: {queue_type: mirrored}\n" + s },
 			[]string{"amqp.queue_type"}},
 		{"none without allow_unsigned", func(s string) string { return strings.Replace(s, "scheme: hmac-sha256", "scheme: none", 1) },
-			[]string{"sources[1].signature"}},
+			[]string{"sources[1] (shipdemo).signature"}},
 		{"several problems at once", func(s string) string {
 			s = strings.Replace(s, "kind: logistics", "kind: freight", 1)
 			return strings.Replace(s, "scheme: standard-webhooks", "scheme: md5", 1)
-		}, []string{"sources[1].kind", "sources[0].signature.scheme"}},
+		}, []string{"sources[1] (shipdemo).kind", "sources[0] (paydemo).signature.scheme"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,8 +195,8 @@ func TestHardeningOptionsValidated(t *testing.T) {
 
 	bad := strings.Replace(valid, "    business_key: waybillNo\n", "    business_key: waybillNo\n    allow_ips: [\"10.0.0.0/33\"]\n    content_types: [\"not a type\"]\n", 1)
 	_, err = config.Parse([]byte(bad), kinds)
-	require.ErrorContains(t, err, "sources[1].allow_ips[0]")
-	require.ErrorContains(t, err, "sources[1].content_types[0]")
+	require.ErrorContains(t, err, "sources[1] (shipdemo).allow_ips[0]")
+	require.ErrorContains(t, err, "sources[1] (shipdemo).content_types[0]")
 }
 
 // TestSecureCookieDefaultsToTrue: admin.secure_cookie is true when absent

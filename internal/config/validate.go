@@ -47,6 +47,9 @@ func (c Config) Validate(kinds []string) error {
 	seen := map[string]int{}
 	for i, s := range c.Sources {
 		field := fmt.Sprintf("sources[%d]", i)
+		if s.Name != "" {
+			field += " (" + s.Name + ")"
+		}
 		section(field, s.Validate(kinds))
 		if j, dup := seen[s.Name]; dup && s.Name != "" {
 			errs = append(errs, fmt.Errorf("%s.name: duplicate source name %q (also sources[%d])", field, s.Name, j))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"callgate/internal/admin"
@@ -45,9 +46,12 @@ type Listeners struct {
 // accepting and finish in-flight requests on every listener, publish what
 // was accepted (bounded), close the broker, then the database.
 func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls Listeners) error {
-	sources, err := intake.NewSources(cfg.Sources)
+	sources, disabled, err := intake.NewSources(cfg.Sources)
 	if err != nil {
 		return err
+	}
+	if len(disabled) > 0 {
+		log.Info("gateway: sources disabled, their keys are not set (they answer 404)", "sources", strings.Join(disabled, ", "))
 	}
 	st, err := store.Open(cfg.MySQL)
 	if err != nil {

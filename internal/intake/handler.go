@@ -16,6 +16,7 @@ import (
 
 	"callgate/internal/callback"
 	"callgate/internal/metrics"
+	"callgate/internal/platform"
 	"callgate/internal/store"
 	"callgate/internal/tracing"
 )
@@ -66,78 +67,70 @@ func (h *Handler) Callback(c *gin.Context) {
 	ctx := c.Request.Context()
 	src, ok := h.Sources[c.Param("source")]
 	if !ok {
-		h.fail(c, http.StatusNotFound, reasonUnknownSource, nil)
+		h.refuse(c, nil, http.StatusNotFound, reasonUnknownSource, nil)
 		return
 	}
 	// Cheap refusals first: no body read, no HMAC, no database.
 	if !src.allowed(c.Request.RemoteAddr) {
-		h.fail(c, http.StatusForbidden, reasonForbidden, nil)
+		h.refuse(c, src, http.StatusForbidden, reasonForbidden, nil)
 		return
 	}
 	if src.limiter != nil {
 		if r := src.limiter.Reserve(); r.Delay() > 0 {
 			r.Cancel()
 			c.Header("Retry-After", strconv.Itoa(max(1, int(math.Ceil(r.Delay().Seconds())))))
-			h.fail(c, http.StatusTooManyRequests, reasonRateLimited, nil)
+			h.refuse(c, src, http.StatusTooManyRequests, reasonRateLimited, nil)
 			return
 		}
 	}
 	if !src.contentTypeOK(c.GetHeader("Content-Type")) {
-		h.fail(c, http.StatusUnsupportedMediaType, reasonContentType, nil)
+		h.refuse(c, src, http.StatusUnsupportedMediaType, reasonContentType, nil)
 		return
 	}
 	limit := src.Config.MaxBodyBytes
 	if c.Request.ContentLength > limit {
-		h.fail(c, http.StatusRequestEntityTooLarge, reasonTooLarge, nil)
+		h.refuse(c, src, http.StatusRequestEntityTooLarge, reasonTooLarge, nil)
 		return
 	}
 	body, err := readBody(c.Request.Body, limit)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			h.fail(c, http.StatusRequestEntityTooLarge, reasonTooLarge, nil)
+			h.refuse(c, src, http.StatusRequestEntityTooLarge, reasonTooLarge, nil)
 			return
 		}
-		h.fail(c, http.StatusBadRequest, reasonUnreadable, err)
+		h.refuse(c, src, http.StatusBadRequest, reasonUnreadable, err)
 		return
 	}
 
 	// The signature is checked before the body is parsed or the database
 	// touched: a forged request costs one HMAC.
 	now := h.Now()
+	if src.Platform != nil {
+		h.presetCallback(c, src, body, now)
+		return
+	}
 	verified, err := src.Verifier.Verify(c.Request.Header, body, now)
 	if err != nil {
-		h.fail(c, http.StatusUnauthorized, "invalid signature: "+err.Error(), nil)
+		h.refuse(c, src, http.StatusUnauthorized, "invalid signature: "+err.Error(), nil)
 		return
 	}
 	if err := callback.CheckJSONShape(body); err != nil {
-		h.fail(c, http.StatusBadRequest, err.Error(), nil)
+		h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
 		return
 	}
 	eventID, key, err := src.Extractor.Extract(body, verified.EventID)
 	if err != nil {
-		h.fail(c, http.StatusBadRequest, err.Error(), nil)
+		h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
 		return
 	}
 
-	row := &callback.Log{
-		Source:      src.Config.Name,
-		Kind:        src.Config.Kind,
-		EventID:     eventID,
-		BusinessKey: key,
-		Status:      callback.StatusPending,
-		Payload:     body,
-		Headers:     storedHeaders(c.Request.Header, src.stored),
-		TraceID:     tracing.TraceID(ctx),
-		ReceivedAt:  now.UTC().Truncate(time.Microsecond), // as stored
-	}
-	due := row.ReceivedAt.Add(h.ReannounceAfter)
-	row.NextAttemptAt = &due
+	row := h.newRow(c, src, eventID, key, body, now)
 	sctx, cancel := context.WithTimeout(ctx, h.StoreTimeout)
 	res, err := h.Store.InsertCallback(sctx, row)
 	cancel()
 	if err != nil {
-		h.fail(c, http.StatusServiceUnavailable, reasonUnavailable, err)
+		h.refuse(c, src, http.StatusServiceUnavailable, reasonUnavailable, err)
 		return
 	}
 	// Committed, and announced by the inserter (queued, never awaited: if
@@ -209,8 +202,54 @@ func (h *Handler) succeed(c *gin.Context, src *Source, res store.InsertResult, e
 	c.Data(http.StatusOK, src.Config.Response.ContentType, out.Bytes())
 }
 
+// newRow is the PENDING callback_log row of one callback.
+func (h *Handler) newRow(c *gin.Context, src *Source, eventID, key string, body []byte, now time.Time) *callback.Log {
+	row := &callback.Log{
+		Source:      src.Config.Name,
+		Kind:        src.Config.Kind,
+		EventID:     eventID,
+		BusinessKey: key,
+		Status:      callback.StatusPending,
+		Payload:     body,
+		Headers:     storedHeaders(c.Request.Header, src.stored),
+		TraceID:     tracing.TraceID(c.Request.Context()),
+		ReceivedAt:  now.UTC().Truncate(time.Microsecond), // as stored
+	}
+	due := row.ReceivedAt.Add(h.ReannounceAfter)
+	row.NextAttemptAt = &due
+	return row
+}
+
+// refuse answers a refused request in the source's own words (a preset's
+// failure answer), or as fail does.
+func (h *Handler) refuse(c *gin.Context, src *Source, status int, reason string, cause error) {
+	if src == nil || src.Platform == nil {
+		h.fail(c, status, reason, cause)
+		return
+	}
+	h.logRefusal(c, status, reason, cause)
+	write(c, src.Platform.Refused(status, reason))
+	c.Abort()
+}
+
+// write sends a preset's answer.
+func write(c *gin.Context, a platform.Answer) {
+	if len(a.Body) == 0 {
+		c.Status(a.Status)
+		c.Writer.WriteHeaderNow()
+		return
+	}
+	c.Data(a.Status, a.ContentType, a.Body)
+}
+
 // fail answers {"error": reason} and logs the detail with the trace id.
 func (h *Handler) fail(c *gin.Context, status int, reason string, cause error) {
+	h.logRefusal(c, status, reason, cause)
+	WriteError(c, status, reason)
+}
+
+// logRefusal logs a refused request with its trace id.
+func (h *Handler) logRefusal(c *gin.Context, status int, reason string, cause error) {
 	ctx := c.Request.Context()
 	attrs := []any{"status", status, "source", c.Param("source"), "reason", reason}
 	if cause != nil {
@@ -221,7 +260,6 @@ func (h *Handler) fail(c *gin.Context, status int, reason string, cause error) {
 	} else {
 		h.Log.WarnContext(ctx, "intake: request refused", attrs...)
 	}
-	WriteError(c, status, reason)
 }
 
 // WriteError writes the JSON error body every endpoint uses.

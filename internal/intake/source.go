@@ -18,13 +18,17 @@ import (
 	"golang.org/x/time/rate"
 
 	"callgate/internal/callback"
+	"callgate/internal/platform"
 	"callgate/internal/signature"
 	"callgate/internal/source"
 )
 
 // Source is one configured platform, ready to serve.
 type Source struct {
-	Config    source.Config
+	Config source.Config
+	// Platform is the preset, nil for a source configured field by field
+	// (then Verifier and Extractor read its requests).
+	Platform  platform.Platform
 	Verifier  signature.Verifier
 	Extractor callback.Extractor
 	// body renders a custom success body; nil means the default JSON.
@@ -45,15 +49,23 @@ var commonStoredHeaders = []string{"Content-Type", "User-Agent", "Traceparent", 
 
 // NewSource builds a Source from its config.
 func NewSource(cfg source.Config) (*Source, error) {
-	v, err := signature.New(cfg.Signature.VerifierConfig())
-	if err != nil {
-		return nil, err
+	s := &Source{Config: cfg}
+	var headers []string
+	if cfg.Preset != "" {
+		p, err := platform.New(cfg.Preset, cfg.Platform)
+		if err != nil {
+			return nil, err
+		}
+		s.Platform, headers = p, p.Headers()
+	} else {
+		v, err := signature.New(cfg.Signature.VerifierConfig())
+		if err != nil {
+			return nil, err
+		}
+		s.Verifier, headers = v, v.Headers()
+		s.Extractor = callback.NewExtractor(cfg.EventID.Fields, cfg.EventID.Separator, cfg.BusinessKey, cfg.EventID.IgnoreScheme)
 	}
-	s := &Source{
-		Config:    cfg,
-		Verifier:  v,
-		Extractor: callback.NewExtractor(cfg.EventID.Fields, cfg.EventID.Separator, cfg.BusinessKey, cfg.EventID.IgnoreScheme),
-	}
+	var err error
 	if cfg.Response.Body != "" {
 		if s.body, err = template.New(cfg.Name).Option("missingkey=error").Parse(cfg.Response.Body); err != nil {
 			return nil, fmt.Errorf("response.body: %w", err)
@@ -77,7 +89,7 @@ func NewSource(cfg source.Config) (*Source, error) {
 		}
 	}
 	seen := map[string]bool{}
-	for _, h := range append(append([]string{}, commonStoredHeaders...), v.Headers()...) {
+	for _, h := range append(append([]string{}, commonStoredHeaders...), headers...) {
 		h = http.CanonicalHeaderKey(h)
 		if !seen[h] {
 			seen[h] = true
@@ -87,17 +99,23 @@ func NewSource(cfg source.Config) (*Source, error) {
 	return s, nil
 }
 
-// NewSources builds every source; cfgs were validated by internal/config.
-func NewSources(cfgs []source.Config) (map[string]*Source, error) {
-	out := make(map[string]*Source, len(cfgs))
+// NewSources builds every enabled source; cfgs were validated by
+// internal/config. disabled names the preset sources left out because
+// their keys are not set (they answer 404).
+func NewSources(cfgs []source.Config) (sources map[string]*Source, disabled []string, err error) {
+	sources = make(map[string]*Source, len(cfgs))
 	for i, c := range cfgs {
+		if c.Disabled() {
+			disabled = append(disabled, c.Name)
+			continue
+		}
 		s, err := NewSource(c)
 		if err != nil {
-			return nil, fmt.Errorf("sources[%d]: %w", i, err)
+			return nil, nil, fmt.Errorf("sources[%d] (%s): %w", i, c.Name, err)
 		}
-		out[c.Name] = s
+		sources[c.Name] = s
 	}
-	return out, nil
+	return sources, disabled, nil
 }
 
 // allowed reports whether the peer address may call this source.

@@ -22,26 +22,20 @@ const (
 
 // Carrier statuses.
 const (
-	StatusPickedUp       = "PICKED_UP"
-	StatusInTransit      = "IN_TRANSIT"
-	StatusOutForDelivery = "OUT_FOR_DELIVERY"
-	StatusDelivered      = "DELIVERED"
-	StatusException      = "EXCEPTION"
+	StatusPickedUp       = callback.CarrierPickedUp
+	StatusInTransit      = callback.CarrierInTransit
+	StatusOutForDelivery = callback.CarrierOutForDelivery
+	StatusDelivered      = callback.CarrierDelivered
+	StatusException      = callback.CarrierException
 )
 
 var validStatus = map[string]bool{
 	StatusPickedUp: true, StatusInTransit: true, StatusOutForDelivery: true, StatusDelivered: true, StatusException: true,
 }
 
-// Payload is what a carrier sends.
-type Payload struct {
-	WaybillNo  string    `json:"waybillNo"`
-	OrderCode  string    `json:"orderCode"`
-	Seq        int64     `json:"seq"`
-	Status     string    `json:"status"`
-	Location   string    `json:"location"`
-	OccurredAt time.Time `json:"occurredAt"`
-}
+// Payload is the canonical carrier event: what the demo source shipdemo
+// sends, and what the kuaidi100 preset maps its push to.
+type Payload = callback.CarrierEvent
 
 // Handler processes logistics callbacks.
 type Handler struct{}
@@ -57,9 +51,13 @@ const insertEventSQL = `INSERT INTO shipment_events (waybill_no, seq, status, lo
 // with a lower seq is recorded but never moves the status backwards. MySQL
 // evaluates the assignments left to right, so status is decided before
 // last_seq changes.
+//
+// An event without an order code (a carrier that does not know it) leaves
+// the shipment's order code as it is; one with a code fills a missing one.
 const upsertShipmentSQL = `INSERT INTO shipments (waybill_no, order_code, status, last_seq, updated_at)
  VALUES (?, ?, ?, ?, ?)
  ON DUPLICATE KEY UPDATE
+   order_code = COALESCE(order_code, VALUES(order_code)),
    status = IF(VALUES(last_seq) > last_seq, VALUES(status), status),
    updated_at = IF(VALUES(last_seq) > last_seq, VALUES(updated_at), updated_at),
    last_seq = GREATEST(last_seq, VALUES(last_seq))`
@@ -67,11 +65,11 @@ const upsertShipmentSQL = `INSERT INTO shipments (waybill_no, order_code, status
 // Handle implements callback.Handler.
 func (Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
 	var p Payload
-	if err := callback.DecodePayload(cb.Payload, &p); err != nil {
+	if err := callback.DecodePayload(cb.Event(), &p); err != nil {
 		return err
 	}
-	if p.WaybillNo == "" || p.OrderCode == "" {
-		return callback.Permanentf("invalid payload: waybillNo and orderCode are required")
+	if p.WaybillNo == "" {
+		return callback.Permanentf("invalid payload: waybillNo is required")
 	}
 	if !validStatus[p.Status] {
 		return callback.Permanentf("invalid payload: unknown status %q", p.Status)
@@ -88,16 +86,33 @@ func (Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out ca
 	if res.RowsAffected == 0 {
 		return nil // this (waybill, seq) was applied before
 	}
-	if err := db.Exec(upsertShipmentSQL, p.WaybillNo, p.OrderCode, p.Status, p.Seq, time.Now().UTC()).Error; err != nil {
+	var orderCode *string
+	if p.OrderCode != "" {
+		orderCode = &p.OrderCode
+	}
+	if err := db.Exec(upsertShipmentSQL, p.WaybillNo, orderCode, p.Status, p.Seq, time.Now().UTC()).Error; err != nil {
 		return fmt.Errorf("error updating shipment: %w", err)
 	}
-	err := out.Add(ctx, callback.Message{RoutingKey: RoutingShipmentUpdated, Payload: map[string]any{
-		"waybillNo": p.WaybillNo, "orderCode": p.OrderCode, "seq": p.Seq, "status": p.Status,
-	}})
-	if err != nil {
+	if p.OrderCode == "" {
+		// The carrier does not know the order: the shipment may.
+		var known []*string
+		if err := db.Raw(`SELECT order_code FROM shipments WHERE waybill_no = ?`, p.WaybillNo).Scan(&known).Error; err != nil {
+			return fmt.Errorf("error reading shipment: %w", err)
+		}
+		if len(known) == 1 && known[0] != nil {
+			p.OrderCode = *known[0]
+		}
+	}
+	update := map[string]any{"waybillNo": p.WaybillNo, "seq": p.Seq, "status": p.Status}
+	if p.OrderCode != "" {
+		update["orderCode"] = p.OrderCode
+	}
+	if err := out.Add(ctx, callback.Message{RoutingKey: RoutingShipmentUpdated, Payload: update}); err != nil {
 		return err
 	}
-	if p.Status == StatusDelivered {
+	// order.delivered is about an order: without one known, only
+	// shipment.updated says the parcel arrived.
+	if p.Status == StatusDelivered && p.OrderCode != "" {
 		return out.Add(ctx, callback.Message{RoutingKey: RoutingOrderDelivered, Payload: map[string]any{
 			"orderCode": p.OrderCode, "waybillNo": p.WaybillNo,
 		}})

@@ -44,14 +44,10 @@ type Order struct {
 // TableName tells gorm the table.
 func (Order) TableName() string { return "orders" }
 
-// Payload is what a payment platform sends.
-type Payload struct {
-	OrderCode string    `json:"orderCode"`
-	PaymentNo string    `json:"paymentNo"`
-	Amount    int64     `json:"amount"`
-	Status    string    `json:"status"`
-	PaidAt    time.Time `json:"paidAt"`
-}
+// Payload is the canonical payment event: what the demo source paydemo
+// sends, and what every payment preset (Alipay, WeChat Pay, Stripe, Adyen,
+// Shopify) maps its notification to.
+type Payload = callback.PaymentEvent
 
 // Handler processes payment callbacks.
 type Handler struct{}
@@ -68,13 +64,16 @@ var (
 // Handle implements callback.Handler.
 func (Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
 	var p Payload
-	if err := callback.DecodePayload(cb.Payload, &p); err != nil {
+	if err := callback.DecodePayload(cb.Event(), &p); err != nil {
 		return err
+	}
+	if p.Ignored != "" {
+		return callback.NoEffect(p.Ignored)
 	}
 	if p.OrderCode == "" || p.PaymentNo == "" {
 		return callback.Permanentf("invalid payload: orderCode and paymentNo are required")
 	}
-	if p.Status != "SUCCESS" && p.Status != "FAILED" {
+	if p.Status != callback.PaymentSuccess && p.Status != callback.PaymentFailed {
 		return callback.Permanentf("invalid payload: status %q is not SUCCESS or FAILED", p.Status)
 	}
 
@@ -100,19 +99,19 @@ func (Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out ca
 		if o.PaymentNo != nil && *o.PaymentNo == p.PaymentNo {
 			return nil // the same payment again: already applied
 		}
-		if p.Status == "FAILED" {
+		if p.Status == callback.PaymentFailed {
 			return nil // a failed attempt of another payment changes nothing
 		}
 		return callback.Permanent(ErrPaidByAnother)
 	}
 
-	if p.Status == "FAILED" {
+	if p.Status == callback.PaymentFailed {
 		return db.Exec(`UPDATE orders SET payment_status = ? WHERE order_code = ?`, OrderPaymentFailed, o.OrderCode).Error
 	}
 
-	paidAt := p.PaidAt
-	if paidAt.IsZero() {
-		paidAt = cb.ReceivedAt
+	paidAt := cb.ReceivedAt
+	if p.PaidAt != nil && !p.PaidAt.IsZero() {
+		paidAt = *p.PaidAt
 	}
 	err = db.Exec(`UPDATE orders SET payment_status = ?, payment_no = ?, paid_at = ? WHERE order_code = ?`,
 		OrderPaid, p.PaymentNo, paidAt.UTC(), o.OrderCode).Error

@@ -15,6 +15,7 @@ import (
 	"text/template"
 	"time"
 
+	"callgate/internal/platform"
 	"callgate/internal/signature"
 )
 
@@ -23,7 +24,18 @@ type Config struct {
 	// Name is the :source path segment. Required, unique.
 	Name string `yaml:"name"`
 	// Kind selects the worker handler and queue: payment or logistics.
+	// A preset supplies it.
 	Kind string `yaml:"kind"`
+	// Preset names a platform (alipay, wechatpay-v3, stripe, adyen,
+	// shopify, kuaidi100; see internal/platform) that supplies the
+	// signature, event id, business key, body parsing, normalized event
+	// and answers; signature, event_id, business_key and response are then
+	// not set. Its keys are in Platform.
+	Preset string `yaml:"preset"`
+	// Platform holds a preset's keys and options. A preset source whose
+	// keys are all empty (unset environment variables) is disabled: it
+	// answers 404 and the start-up log lists it.
+	Platform platform.Config `yaml:"platform"`
 	// Signature says how requests are verified.
 	Signature Signature `yaml:"signature"`
 	// EventID says where the idempotency key comes from.
@@ -137,8 +149,14 @@ func (r Retry) WithDefaults() Retry {
 	return r
 }
 
+// Disabled reports whether this is a preset source without keys.
+func (c Config) Disabled() bool { return c.Preset != "" && !c.Platform.KeysSet() }
+
 // WithDefaults returns a copy with every unset field at its default.
 func (c Config) WithDefaults() Config {
+	if c.Preset != "" && c.Kind == "" {
+		c.Kind = platform.KindOf(c.Preset)
+	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = MaxBodyBytesDefault
 	}
@@ -176,31 +194,10 @@ func (c Config) Validate(kinds []string) error {
 	if !known {
 		bad("kind", "unknown kind %q (want one of %s)", c.Kind, strings.Join(kinds, ", "))
 	}
-	if c.BusinessKey == "" {
-		bad("business_key", "is required (the JSON field holding the business key)")
-	}
-	if len(c.EventID.Fields) == 0 && (c.Signature.Scheme != schemeStandardWebhooks || c.EventID.IgnoreScheme) {
-		bad("event_id.fields", "is required unless the scheme provides the event id")
-	}
-	for j, f := range c.EventID.Fields {
-		if f == "" {
-			bad(fmt.Sprintf("event_id.fields[%d]", j), "must not be empty")
-		}
-	}
-	if _, err := signature.New(c.Signature.VerifierConfig()); err != nil {
-		// The scheme reports each bad field; name them under signature.
-		list := []error{err}
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			list = j.Unwrap()
-		}
-		for _, e := range list {
-			errs = append(errs, fmt.Errorf("signature.%w", e))
-		}
-	}
-	if c.Response.Body != "" {
-		if _, err := template.New(c.Name).Parse(c.Response.Body); err != nil {
-			bad("response.body", "invalid template: %v", err)
-		}
+	if c.Preset != "" {
+		errs = append(errs, c.validatePreset()...)
+	} else {
+		errs = append(errs, c.validateGeneric()...)
 	}
 	if c.RateLimit.Rate < 0 || c.RateLimit.Burst < 0 {
 		bad("rate_limit", "rate and burst must not be negative")
@@ -228,6 +225,83 @@ func (c Config) Validate(kinds []string) error {
 		bad("retry", "want 0 < initial <= max")
 	}
 	return errors.Join(errs...)
+}
+
+// validateGeneric checks a source without a preset: its signature,
+// event id, business key and response come from its own configuration.
+func (c Config) validateGeneric() []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.BusinessKey == "" {
+		bad("business_key", "is required (the JSON field holding the business key)")
+	}
+	if len(c.EventID.Fields) == 0 && (c.Signature.Scheme != schemeStandardWebhooks || c.EventID.IgnoreScheme) {
+		bad("event_id.fields", "is required unless the scheme provides the event id")
+	}
+	for j, f := range c.EventID.Fields {
+		if f == "" {
+			bad(fmt.Sprintf("event_id.fields[%d]", j), "must not be empty")
+		}
+	}
+	if _, err := signature.New(c.Signature.VerifierConfig()); err != nil {
+		// The scheme reports each bad field; name them under signature.
+		for _, e := range unjoin(err) {
+			errs = append(errs, fmt.Errorf("signature.%w", e))
+		}
+	}
+	if c.Response.Body != "" {
+		if _, err := template.New(c.Name).Parse(c.Response.Body); err != nil {
+			bad("response.body", "invalid template: %v", err)
+		}
+	}
+	if c.Platform.KeysSet() || c.Platform.AppID != "" || c.Platform.OrderPath != "" {
+		bad("platform", "applies only to a source with a preset")
+	}
+	return errs
+}
+
+// validatePreset checks a preset source: the preset supplies what a
+// generic source configures, and its keys are checked by building it
+// (unless none is set: the source is then disabled).
+func (c Config) validatePreset() []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	kind := platform.KindOf(c.Preset)
+	if kind == "" {
+		bad("preset", "unknown preset %q (want one of %s)", c.Preset, strings.Join(platform.Names(), ", "))
+		return errs
+	}
+	if c.Kind != kind {
+		bad("kind", "preset %s sends %s callbacks, not %s", c.Preset, kind, c.Kind)
+	}
+	if c.Signature.Scheme != "" || len(c.Signature.Secrets) > 0 {
+		bad("signature", "is set by preset %s; put its keys under platform", c.Preset)
+	}
+	if len(c.EventID.Fields) > 0 || c.BusinessKey != "" {
+		bad("event_id", "and business_key are set by preset %s", c.Preset)
+	}
+	if c.Response.Body != "" {
+		bad("response", "is set by preset %s (the answers the platform expects)", c.Preset)
+	}
+	if c.Disabled() {
+		return errs
+	}
+	if _, err := platform.New(c.Preset, c.Platform); err != nil {
+		errs = append(errs, unjoin(err)...)
+	}
+	return errs
+}
+
+// unjoin lists the errors an errors.Join holds (or err alone).
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // ValidName reports whether s is a usable name: letters, digits, '-', '_'

@@ -175,7 +175,7 @@ func (b *Batcher) budget() int {
 // rowSize is the bytes a row adds to the INSERT's text once its values are
 // escaped (go-sql-driver doubles NUL, \n, \r, \x1a, quotes and backslashes).
 func rowSize(l *callback.Log) int {
-	return escapedLen(l.Payload) + escapedLen(l.Headers) + 2*(len(l.Source)+len(l.Kind)+len(l.EventID)+len(l.BusinessKey)) +
+	return escapedLen(l.Payload) + escapedLen(l.Normalized) + escapedLen(l.Headers) + 2*(len(l.Source)+len(l.Kind)+len(l.EventID)+len(l.BusinessKey)) +
 		len(l.TraceID) + rowOverhead
 }
 
@@ -200,7 +200,7 @@ func RowFits(bodyBytes, headerBytes, packet int64) bool {
 
 // RowBytesNeeded is the largest statement such a callback can need.
 func RowBytesNeeded(bodyBytes, headerBytes int64) int64 {
-	return 2*(bodyBytes+headerBytes) + rowOverhead + packetHeadroom
+	return 2*(bodyBytes+headerBytes+callback.MaxNormalizedBytes) + rowOverhead + packetHeadroom
 }
 
 // flush writes one batch and answers each request in it.
@@ -293,7 +293,7 @@ func (b *Batcher) insert(ctx context.Context, rows []*pendingInsert) error {
 // exec runs the multi-row INSERT and returns how many rows it inserted
 // (a duplicate changes nothing and counts 0).
 func (b *Batcher) exec(ctx context.Context, rows []*pendingInsert) (int64, error) {
-	args := make([]any, 0, len(rows)*9)
+	args := make([]any, 0, len(rows)*10)
 	for _, p := range rows {
 		args = insertArgs(args, p.row)
 	}

@@ -16,8 +16,8 @@ import (
 // one (insertArgs fills the placeholders in this order).
 const (
 	insertColumns = `INSERT INTO callback_log
- (source, kind, event_id, business_key, status, attempts, payload, headers, trace_id, received_at, next_attempt_at) VALUES `
-	insertValues = `(?, ?, ?, ?, 'PENDING', 0, ?, ?, ?, ?, ?)`
+ (source, kind, event_id, business_key, status, attempts, payload, normalized, headers, trace_id, received_at, next_attempt_at) VALUES `
+	insertValues = `(?, ?, ?, ?, 'PENDING', 0, ?, ?, ?, ?, ?, ?)`
 )
 
 // insertCallbackSQL writes a new PENDING row, or, for a (source, event_id)
@@ -61,7 +61,11 @@ func insertArgs(args []any, l *callback.Log) []any {
 	if l.NextAttemptAt != nil {
 		due = *l.NextAttemptAt
 	}
-	return append(args, l.Source, l.Kind, l.EventID, l.BusinessKey, l.Payload, headers, l.TraceID, l.ReceivedAt, due)
+	var normalized any
+	if len(l.Normalized) > 0 {
+		normalized = []byte(l.Normalized)
+	}
+	return append(args, l.Source, l.Kind, l.EventID, l.BusinessKey, l.Payload, normalized, headers, l.TraceID, l.ReceivedAt, due)
 }
 
 // InsertResult is what an intake insert answers.
@@ -74,7 +78,7 @@ type InsertResult struct {
 // already stored for the same source and event id (Duplicate). The row is
 // committed when it returns without error (autocommit).
 func (s *Store) InsertCallback(ctx context.Context, l *callback.Log) (InsertResult, error) {
-	res, err := s.execRetrying(ctx, insertCallbackSQL, insertArgs(make([]any, 0, 9), l)...)
+	res, err := s.execRetrying(ctx, insertCallbackSQL, insertArgs(make([]any, 0, 10), l)...)
 	if err != nil {
 		return InsertResult{}, fmt.Errorf("error inserting callback log: %w", translate(err))
 	}

@@ -130,13 +130,13 @@ func (p *Processor) runBatch(workCtx context.Context, ids []int64) (*batchRun, e
 		attempts := make([]callback.Attempt, 0, len(runnable))
 		for i := range runnable {
 			cb := &runnable[i]
-			rows, err := p.runHandler(txCtx, tx, cb, r.started)
+			rows, note, err := p.runHandler(txCtx, tx, cb, r.started)
 			if err != nil {
 				return &batchAbort{logID: cb.ID, err: err}
 			}
 			r.rows = append(r.rows, rows...)
 			attempts = append(attempts, callback.Attempt{LogID: cb.ID, Attempt: cb.Attempts + 1, StartedAt: r.started,
-				Outcome: callback.OutcomeSuccess, WorkerID: p.WorkerID})
+				Outcome: callback.OutcomeSuccess, WorkerID: p.WorkerID, Note: note})
 		}
 		// The outbox rows last before the statuses: their created_at (the
 		// database's clock) is as close to the commit as it gets.
@@ -219,23 +219,24 @@ func (p *Processor) claimBatch(ctx context.Context, tx *store.Tx, claimed []call
 // runHandler runs cb's handler in the batch's transaction, within
 // HandlerTimeout, and returns the outbox rows it wrote. A handler that
 // outlives its time fails the batch even if it returns nil.
-func (p *Processor) runHandler(txCtx context.Context, tx *store.Tx, cb *callback.Log, started time.Time) ([]outbox.Row, error) {
+func (p *Processor) runHandler(txCtx context.Context, tx *store.Tx, cb *callback.Log, started time.Time) ([]outbox.Row, *string, error) {
 	h, ok := p.Registry.Handler(cb.Kind)
 	if !ok {
-		return nil, callback.Permanentf("no handler for kind %q", cb.Kind)
+		return nil, nil, callback.Permanentf("no handler for kind %q", cb.Kind)
 	}
 	spanCtx, end := p.Tracing.StartFromTraceParent(txCtx, traceParentOf(cb), "callgate.process")
 	defer end()
 	handlerCtx, cancel := context.WithTimeout(spanCtx, p.HandlerTimeout)
 	defer cancel()
 	w := outbox.NewWriter(p.Store, tx, p.Exchange, cb, tracing.TraceParent(handlerCtx), started)
-	if err := safeHandle(handlerCtx, h, tx, cb, w); err != nil {
-		return nil, err
+	note, err := safeHandle(handlerCtx, h, tx, cb, w)
+	if err != nil {
+		return nil, nil, err
 	}
 	if err := handlerCtx.Err(); err != nil {
-		return nil, fmt.Errorf("handler timed out after %s: %w", p.HandlerTimeout, err)
+		return nil, nil, fmt.Errorf("handler timed out after %s: %w", p.HandlerTimeout, err)
 	}
-	return w.Rows(), nil
+	return w.Rows(), note, nil
 }
 
 // settleBatch acts on a committed batch: publish its outbox, count, wake

@@ -155,14 +155,15 @@ func (p *Processor) runOnce(workCtx context.Context, logID int64, started time.T
 		handlerCtx, end := p.Tracing.StartFromTraceParent(txCtx, traceParentOf(cb), "callgate.process")
 		defer end()
 		w := outbox.NewWriter(p.Store, tx, p.Exchange, cb, tracing.TraceParent(handlerCtx), started)
-		if r.handleErr = safeHandle(handlerCtx, h, tx, cb, w); r.handleErr != nil {
+		var note *string
+		if note, r.handleErr = safeHandle(handlerCtx, h, tx, cb, w); r.handleErr != nil {
 			return r.handleErr
 		}
 		if err := w.Flush(txCtx); err != nil {
 			return err
 		}
 		if err := p.Store.MarkSucceededTx(txCtx, tx, &callback.Attempt{LogID: cb.ID, Attempt: cb.Attempts + 1, StartedAt: started,
-			FinishedAt: time.Now().UTC(), Outcome: callback.OutcomeSuccess, WorkerID: p.WorkerID}); err != nil {
+			FinishedAt: time.Now().UTC(), Outcome: callback.OutcomeSuccess, WorkerID: p.WorkerID, Note: note}); err != nil {
 			return err
 		}
 		r.rows = w.Rows()
@@ -349,14 +350,24 @@ func (p *Processor) wakeNext(ctx context.Context, cb *callback.Log) {
 
 // safeHandle runs the handler, turning a panic into a permanent failure:
 // a handler that panics on a callback will panic again.
-func safeHandle(ctx context.Context, h callback.Handler, tx *store.Tx, cb *callback.Log, out callback.Outbox) (err error) {
+// A handler's NoEffect is a success whose note (the reason) goes into the
+// attempt.
+func safeHandle(ctx context.Context, h callback.Handler, tx *store.Tx, cb *callback.Log, out callback.Outbox) (note *string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = callback.Permanentf("handler panic: %v\n%s", r, callback.Truncate(string(debug.Stack()), 2000))
+			note, err = nil, callback.Permanentf("handler panic: %v\n%s", r, callback.Truncate(string(debug.Stack()), 2000))
 		}
 	}()
-	return h.Handle(ctx, tx.Gorm(), cb, out)
+	err = h.Handle(ctx, tx.Gorm(), cb, out)
+	if reason, ok := callback.AsNoEffect(err); ok {
+		reason = callback.Truncate(reason, maxNoteLen)
+		return &reason, nil
+	}
+	return nil, err
 }
+
+// maxNoteLen is what callback_attempt.note holds.
+const maxNoteLen = 500
 
 // traceParentOf continues the stored trace, so the worker's logs and the
 // downstream messages carry the platform's trace id.

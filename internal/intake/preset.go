@@ -1,0 +1,106 @@
+package intake
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"callgate/internal/callback"
+	"callgate/internal/platform"
+	"callgate/internal/store"
+)
+
+// presetCallback serves a source with a preset: the platform verifies and
+// reads the request into its callbacks (one, or several for Adyen), each is
+// stored with its normalized event beside the raw body, and the platform's
+// own answer goes back. A request with any unusable callback stores
+// nothing.
+func (h *Handler) presetCallback(c *gin.Context, src *Source, body []byte, now time.Time) {
+	ctx := c.Request.Context()
+	cbs, err := src.Platform.Read(platform.Request{Header: c.Request.Header, Body: body, Now: now})
+	if err != nil {
+		if platform.IsUnauthenticated(err) {
+			h.refuse(c, src, http.StatusUnauthorized, "invalid signature: "+err.Error(), nil)
+			return
+		}
+		h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
+		return
+	}
+	if len(cbs) == 0 {
+		h.refuse(c, src, http.StatusBadRequest, "the request holds no notification", nil)
+		return
+	}
+	rows := make([]*callback.Log, len(cbs))
+	for i, cb := range cbs {
+		if err := checkIDs(cb); err != nil {
+			h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
+			return
+		}
+		normalized, err := callback.MarshalEvent(cb.Event)
+		if err != nil || len(normalized) > callback.MaxNormalizedBytes {
+			h.refuse(c, src, http.StatusBadRequest, "the notification's fields are too large", err)
+			return
+		}
+		rows[i] = h.newRow(c, src, cb.EventID, cb.BusinessKey, body, now)
+		rows[i].Normalized = normalized
+	}
+	stored, err := h.insertAll(ctx, rows)
+	if err != nil {
+		h.refuse(c, src, http.StatusServiceUnavailable, reasonUnavailable, err)
+		return
+	}
+	dup := true
+	for _, s := range stored {
+		dup = dup && s.Duplicate
+	}
+	c.Set(ctxDuplicate, dup)
+	write(c, src.Platform.Accepted(stored))
+}
+
+// insertAll stores rows concurrently (so they share group commits).
+func (h *Handler) insertAll(ctx context.Context, rows []*callback.Log) ([]platform.Stored, error) {
+	sctx, cancel := context.WithTimeout(ctx, h.StoreTimeout)
+	defer cancel()
+	stored := make([]platform.Stored, len(rows))
+	errs := make([]error, len(rows))
+	insert := func(i int) {
+		var res store.InsertResult
+		res, errs[i] = h.Store.InsertCallback(sctx, rows[i])
+		stored[i] = platform.Stored{LogID: res.ID, Duplicate: res.Duplicate}
+	}
+	if len(rows) == 1 {
+		insert(0)
+	} else {
+		var wg sync.WaitGroup
+		for i := range rows {
+			wg.Go(func() { insert(i) })
+		}
+		wg.Wait()
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return stored, nil
+}
+
+// checkIDs refuses an event id or business key the columns cannot hold or
+// a person could not read back.
+func checkIDs(cb platform.Callback) error {
+	switch {
+	case cb.EventID == "":
+		return fmt.Errorf("the notification has no event id")
+	case len(cb.EventID) > callback.MaxEventIDLen:
+		return fmt.Errorf("event id is longer than %d characters", callback.MaxEventIDLen)
+	case cb.BusinessKey == "":
+		return fmt.Errorf("the notification has no order or waybill number")
+	case len(cb.BusinessKey) > callback.MaxBusinessKeyLen:
+		return fmt.Errorf("business key is longer than %d characters", callback.MaxBusinessKeyLen)
+	}
+	return nil
+}

@@ -1,0 +1,256 @@
+// Package platform holds the presets: what a real payment or logistics
+// platform sends, how it signs, where its event id and business key are,
+// how its notification maps to callgate's canonical event, and the answers
+// it expects. A source says `preset: <name>` and gives its keys; the preset
+// supplies everything else.
+//
+// One file per platform (alipay.go, wechatpay.go, stripe.go, adyen.go,
+// shopify.go, kuaidi100.go). The pieces they share are building blocks:
+// signature verification in internal/signature (RSA SHA256withRSA with a
+// key ring, HMAC, MD5 with a salt), AES-256-GCM and form bodies here
+// (crypto.go, form.go), dotted JSON paths in internal/callback, exact
+// decimal amounts in amount.go. Adding a platform of the same shape is one
+// small file and one line in [presets].
+//
+// What it does not own: reading and limiting the body, storing, answering
+// on the wire (internal/intake writes the [Answer] a preset renders).
+package platform
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"callgate/internal/callback"
+	"callgate/internal/signature"
+)
+
+// Request is one delivery, as the intake read it.
+type Request struct {
+	Header http.Header
+	// Body is the raw body, exactly as received (it is what was signed).
+	Body []byte
+	Now  time.Time
+}
+
+// Callback is one notification found in a request: most platforms send one
+// per request, Adyen may batch several.
+type Callback struct {
+	EventID     string
+	BusinessKey string
+	// Event is the canonical event: a callback.PaymentEvent or a
+	// callback.CarrierEvent.
+	Event any
+}
+
+// Stored is what storing one callback gave.
+type Stored struct {
+	LogID     int64 `json:"log_id"`
+	Duplicate bool  `json:"duplicate"`
+}
+
+// Answer is an HTTP answer in the platform's own words.
+type Answer struct {
+	Status      int
+	ContentType string
+	Body        []byte
+}
+
+// Platform is a preset, built from a source's keys. Safe for concurrent use.
+type Platform interface {
+	// Kind is the callback kind the preset's events are (payment or
+	// logistics).
+	Kind() string
+	// Read verifies the request and returns its callbacks. A request that
+	// is not authentic returns an error wrapping one of the
+	// internal/signature sentinels (the caller answers 401); any other
+	// error is a bad request (400). Its text is safe to show the sender.
+	// One bad callback refuses the whole request.
+	Read(req Request) ([]Callback, error)
+	// Headers lists the request headers stored with the callback.
+	Headers() []string
+	// Accepted is the answer once every callback is stored (duplicates
+	// included: the platform must stop resending).
+	Accepted(stored []Stored) Answer
+	// Refused is the answer to a request that was not taken; status is
+	// the HTTP status the intake chose (4xx, or 503), reason says why.
+	Refused(status int, reason string) Answer
+}
+
+// Config is a preset source's keys and options (the `platform:` block of
+// a source). Which fields a preset uses is documented on the preset; a
+// field it does not use is refused.
+type Config struct {
+	// Secrets are shared secrets, any of which may match (rotation): the
+	// Stripe endpoint secret, the Shopify app secret, the Adyen HMAC key
+	// (hex), the Kuaidi100 salt.
+	Secrets []string `yaml:"secrets"`
+	// PublicKeys are RSA public keys, as PEM or as the bare base64 DER key
+	// a platform's console shows (Alipay); ID names the key where the
+	// platform does (WeChat Pay's PUB_KEY_ID_...).
+	PublicKeys []PublicKey `yaml:"public_keys"`
+	// Certificates are PEM bundles of platform certificates, each known by
+	// its serial number (WeChat Pay platform certificates).
+	Certificates []string `yaml:"certificates"`
+	// APIv3Key decrypts WeChat Pay resources: 32 bytes.
+	APIv3Key string `yaml:"apiv3_key"`
+	// AppID, when set, must match the notification's app_id (Alipay).
+	AppID string `yaml:"app_id"`
+	// OrderPath is the dotted JSON path of the merchant's order code
+	// (Stripe, Shopify), replacing the preset's default.
+	OrderPath string `yaml:"order_path"`
+	// Tolerance is the accepted clock difference for platforms that sign
+	// a timestamp (Stripe, WeChat Pay). Default 5m.
+	Tolerance time.Duration `yaml:"tolerance"`
+}
+
+// PublicKey is one RSA public key of a platform.
+type PublicKey struct {
+	ID  string `yaml:"id"`
+	Key string `yaml:"key"`
+}
+
+// KeysSet reports whether any key is given. An unset environment variable
+// expands to "", so a preset source whose keys are all empty is disabled
+// rather than refused: the shipped configuration lists every platform, and
+// a deployment enables those whose keys it sets.
+func (c Config) KeysSet() bool {
+	for _, s := range c.Secrets {
+		if s != "" {
+			return true
+		}
+	}
+	for _, k := range c.PublicKeys {
+		if k.Key != "" {
+			return true
+		}
+	}
+	for _, s := range c.Certificates {
+		if s != "" {
+			return true
+		}
+	}
+	return c.APIv3Key != ""
+}
+
+// nonEmpty drops the entries an unset variable left empty, so one set key
+// of a rotation pair is enough.
+func nonEmpty(list []string) []string {
+	var out []string
+	for _, s := range list {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// preset is one platform: its kind and its constructor.
+type preset struct {
+	kind string
+	// uses lists the Config fields (yaml names) the preset reads.
+	uses []string
+	make func(Config) (Platform, error)
+}
+
+// presets are the platforms callgate knows, by preset name.
+var presets = map[string]preset{
+	"stripe":  {callback.KindPayment, []string{"secrets", "order_path", "tolerance"}, newStripe},
+	"shopify": {callback.KindPayment, []string{"secrets", "order_path"}, newShopify},
+}
+
+// Names lists the presets, sorted.
+func Names() []string {
+	out := make([]string, 0, len(presets))
+	for n := range presets {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// KindOf returns the kind of preset name ("" if unknown).
+func KindOf(name string) string { return presets[name].kind }
+
+// New builds preset name from cfg. Every problem is reported at once, each
+// naming its field (e.g. "platform.apiv3_key: must be 32 bytes").
+func New(name string, cfg Config) (Platform, error) {
+	p, ok := presets[name]
+	if !ok {
+		return nil, fmt.Errorf("preset: unknown preset %q (want one of %s)", name, strings.Join(Names(), ", "))
+	}
+	var errs []error
+	set := map[string]bool{
+		"secrets":      len(cfg.Secrets) > 0,
+		"public_keys":  len(cfg.PublicKeys) > 0,
+		"certificates": len(cfg.Certificates) > 0,
+		"apiv3_key":    cfg.APIv3Key != "",
+		"app_id":       cfg.AppID != "",
+		"order_path":   cfg.OrderPath != "",
+		"tolerance":    cfg.Tolerance != 0,
+	}
+	for _, f := range []string{"secrets", "public_keys", "certificates", "apiv3_key", "app_id", "order_path", "tolerance"} {
+		if set[f] && !slices.Contains(p.uses, f) {
+			errs = append(errs, fmt.Errorf("platform.%s: does not apply to preset %s", f, name))
+		}
+	}
+	if cfg.Tolerance < 0 {
+		errs = append(errs, errors.New("platform.tolerance: must not be negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return p.make(cfg)
+}
+
+// fieldErr names a platform block field in a configuration error.
+func fieldErr(field string, err error) error { return fmt.Errorf("platform.%s: %w", field, err) }
+
+// signatureErr names the signature sentinel of a request error, so the
+// intake can tell 401 from 400.
+func IsUnauthenticated(err error) bool {
+	for _, s := range []error{signature.ErrMissing, signature.ErrMalformed, signature.ErrMismatch, signature.ErrExpired} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// toleranceOr is t, or the default window.
+func toleranceOr(t time.Duration) time.Duration {
+	if t == 0 {
+		return signature.DefaultTolerance
+	}
+	return t
+}
+
+// badRequest is a request error that is not about authenticity.
+func badRequest(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// acceptedJSON is callgate's own success body, for platforms that take any
+// 2xx: {"status":"accepted","callbacks":[{"log_id":N,"duplicate":false}]}.
+func acceptedJSON(stored []Stored) Answer {
+	b, _ := json.Marshal(struct {
+		Status    string   `json:"status"`
+		Callbacks []Stored `json:"callbacks"`
+	}{"accepted", stored})
+	return jsonAnswer(http.StatusOK, b)
+}
+
+// refusedJSON is callgate's own error body: {"error": reason}.
+func refusedJSON(status int, reason string) Answer {
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{reason})
+	return jsonAnswer(status, b)
+}
+
+// jsonAnswer is an Answer with a JSON body.
+func jsonAnswer(status int, body []byte) Answer {
+	return Answer{Status: status, ContentType: "application/json", Body: body}
+}

@@ -1,0 +1,105 @@
+package platform
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"callgate/internal/callback"
+	"callgate/internal/signature"
+)
+
+// Stripe (preset stripe): a JSON Event signed in Stripe-Signature
+// (t=...,v1=... over "t.body", HMAC-SHA256 keyed with the whole whsec_
+// secret), with a timestamp window. Event id: id. payment_intent.succeeded
+// pays, payment_intent.payment_failed fails, any other type is stored and
+// processed without effect. Order: data.object.metadata.order_code (or
+// order_path); payment: data.object.id; amount: data.object.amount, already
+// in minor units. Keys: secrets (several during a roll). Any 2xx stops
+// Stripe's retries (up to 3 days in live mode).
+type stripe struct {
+	verifier  signature.Verifier
+	orderPath string
+}
+
+// StripeOrderPathDefault is where the stripe preset reads the order code.
+const StripeOrderPathDefault = "data.object.metadata.order_code"
+
+func newStripe(cfg Config) (Platform, error) {
+	v, err := signature.New(signature.Config{Scheme: signature.SchemeStripe, Secrets: nonEmpty(cfg.Secrets), Tolerance: cfg.Tolerance})
+	if err != nil {
+		return nil, fieldErr("secrets", err)
+	}
+	p := &stripe{verifier: v, orderPath: cfg.OrderPath}
+	if p.orderPath == "" {
+		p.orderPath = StripeOrderPathDefault
+	}
+	return p, nil
+}
+
+func (p *stripe) Kind() string      { return callback.KindPayment }
+func (p *stripe) Headers() []string { return p.verifier.Headers() }
+
+func (p *stripe) Read(req Request) ([]Callback, error) {
+	if _, err := p.verifier.Verify(req.Header, req.Body, req.Now); err != nil {
+		return nil, err
+	}
+	obj, err := callback.ParseObject(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	id, err := obj.Scalar("id")
+	if err != nil {
+		return nil, err
+	}
+	typ, err := obj.Scalar("type")
+	if err != nil {
+		return nil, err
+	}
+	ev := callback.PaymentEvent{}
+	switch typ {
+	case "payment_intent.succeeded":
+		ev.Status = callback.PaymentSuccess
+	case "payment_intent.payment_failed":
+		ev.Status = callback.PaymentFailed
+	default:
+		ev.Ignored = fmt.Sprintf("stripe event type %s is neither a payment nor a failed payment", typ)
+		return []Callback{{EventID: id, BusinessKey: orderOr(obj, p.orderPath, id), Event: ev}}, nil
+	}
+	if ev.OrderCode, err = obj.Scalar(p.orderPath); err != nil {
+		return nil, err
+	}
+	if ev.PaymentNo, err = obj.Scalar("data.object.id"); err != nil {
+		return nil, err
+	}
+	amount, err := obj.Scalar("data.object.amount")
+	if err != nil {
+		return nil, err
+	}
+	if ev.Amount, err = MinorUnits(amount, 0); err != nil {
+		return nil, badRequest("data.object.amount: %v", err)
+	}
+	if c, err := obj.Scalar("data.object.currency"); err == nil {
+		ev.Currency = strings.ToUpper(c)
+	}
+	if created, err := obj.Scalar("created"); err == nil {
+		if sec, err := MinorUnits(created, 0); err == nil {
+			t := time.Unix(sec, 0).UTC()
+			ev.PaidAt = &t
+		}
+	}
+	return []Callback{{EventID: id, BusinessKey: ev.OrderCode, Event: ev}}, nil
+}
+
+func (p *stripe) Accepted(stored []Stored) Answer { return acceptedJSON(stored) }
+
+func (p *stripe) Refused(status int, reason string) Answer { return refusedJSON(status, reason) }
+
+// orderOr is the order code at path, or fallback when there is none (an
+// event without business effect still needs a business key).
+func orderOr(obj callback.Object, path, fallback string) string {
+	if s, err := obj.Scalar(path); err == nil && len(s) <= callback.MaxBusinessKeyLen {
+		return s
+	}
+	return fallback
+}
