@@ -28,8 +28,8 @@ func TestInvalidConfigStopsAtStart(t *testing.T) {
 	var stderr bytes.Buffer
 	code := run([]string{"-config", writeConfig(t, bad), "migrate"}, &stderr)
 	require.Equal(t, 1, code)
-	require.Contains(t, stderr.String(), `sources[1].kind: unknown kind "freight"`)
-	require.Contains(t, stderr.String(), `sources[1].name: duplicate source name "paydemo"`)
+	require.Contains(t, stderr.String(), `sources[1] (paydemo).kind: unknown kind "freight"`)
+	require.Contains(t, stderr.String(), `sources[1] (paydemo).name: duplicate source name "paydemo"`)
 }
 
 func TestConfigFromEnvironmentAndMigrate(t *testing.T) {

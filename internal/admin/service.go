@@ -70,11 +70,14 @@ type Detail struct {
 	callback.Summary
 	// Payload is the raw body as received (a string; PayloadJSON holds it
 	// parsed when it is JSON).
-	Payload     string             `json:"payload"`
-	PayloadJSON json.RawMessage    `json:"payload_json,omitempty"`
-	Headers     map[string]string  `json:"headers"`
-	Attempts    []callback.Attempt `json:"attempt_history"`
-	Lineage     []store.OutboxRow  `json:"lineage"`
+	Payload     string          `json:"payload"`
+	PayloadJSON json.RawMessage `json:"payload_json,omitempty"`
+	// Normalized is the canonical event a platform preset made of the
+	// payload (absent for sources without a preset).
+	Normalized json.RawMessage    `json:"normalized,omitempty"`
+	Headers    map[string]string  `json:"headers"`
+	Attempts   []callback.Attempt `json:"attempt_history"`
+	Lineage    []store.OutboxRow  `json:"lineage"`
 }
 
 // Get returns one callback with its payload, headers, attempts and the
@@ -88,6 +91,9 @@ func (s *Service) Get(ctx context.Context, id int64) (*Detail, error) {
 	d := &Detail{Summary: callback.Summarize(l), Payload: string(shown), Headers: map[string]string{}}
 	if json.Valid(shown) {
 		d.PayloadJSON = json.RawMessage(shown)
+	}
+	if json.Valid(l.Normalized) {
+		d.Normalized = l.Normalized
 	}
 	if len(l.Headers) > 0 {
 		_ = json.Unmarshal(l.Headers, &d.Headers)

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,9 +20,11 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/stripe/stripe-go/v82/webhook"
 
 	"callgate/internal/callback"
 	"callgate/internal/config"
+	"callgate/internal/platform"
 	"callgate/internal/testenv"
 	"callgate/internal/worker"
 )
@@ -33,8 +36,10 @@ const chromiumPath = "/usr/bin/chromium"
 const (
 	browserActor  = "alice"
 	browserSecret = "browser-secret-0123456789"
-	xssPaymentNo  = `<script>window.__xss=1</script>`
-	wantCSP       = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	// browserStripeSecret enables the stripe preset source.
+	browserStripeSecret = "whsec_browser_test_secret"
+	xssPaymentNo        = `<script>window.__xss=1</script>`
+	wantCSP             = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 		"frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
 )
 
@@ -66,7 +71,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 		c.Scheduler.Compensation.Interval = 100 * time.Millisecond
 		c.Scheduler.OutboxRelay.Interval = 100 * time.Millisecond
 		c.Worker.ShutdownTimeout = 5 * time.Second
-	})
+	}, testenv.WithPlatform("stripe", platform.Config{Secrets: []string{browserStripeSecret}}))
 	e.st = testenv.Store(t, e.cfg)
 	e.gw = testenv.StartGateway(t, e.cfg)
 	e.gw.WaitReady(t)
@@ -141,6 +146,17 @@ func TestAdminPageInBrowser(t *testing.T) {
 	require.Zero(t, e.count(t, "script:not([src])"), "no inline script element on the page")
 	require.Zero(t, e.count(t, "#payload *"), "the payload is text only")
 	require.Equal(t, "undefined", pgEval[string](t, e, `typeof window.__xss`))
+	e.noCSPViolations(t)
+
+	// 6b. A platform preset's callback: the raw body as signed, the
+	// normalized event beside it, and the reason it changed nothing in
+	// its attempt.
+	stripeID := e.stripe(t, `{"id":"evt_browser_1","object":"event","type":"charge.refunded","data":{"object":{"id":"ch_1","metadata":{"order_code":"ORD-BROWSER-ST"}}}}`)
+	e.waitStatus(t, stripeID, callback.StatusSuccess)
+	e.run(t, chromedp.Navigate(fmt.Sprintf("%s/admin/callbacks/%d", base, stripeID)))
+	require.Contains(t, e.text(t, "#payload"), `"evt_browser_1"`)
+	require.Contains(t, e.text(t, "#normalized"), `"ignored": "stripe event type charge.refunded is neither a payment nor a failed payment"`)
+	require.Contains(t, e.text(t, "table.attempts td.note"), "charge.refunded", "the attempt says why nothing changed")
 	e.noCSPViolations(t)
 
 	// 7. Bulk replay: three more FAILED paydemo callbacks, dry run, confirm.
@@ -405,6 +421,22 @@ func (e *pageEnv) pay(t *testing.T, order, paymentNo string, amount int64) int64
 	a := testenv.Post(t, e.gw.URL, "paydemo", body, testenv.PaydemoHeaders(t, e.cfg, "msg_"+testenv.Suffix(), time.Now(), body))
 	require.Equal(t, http.StatusOK, a.Status, string(a.Body))
 	return a.LogID
+}
+
+// stripe sends a Stripe event signed with stripe-go's test helper and
+// returns its log id.
+func (e *pageEnv) stripe(t *testing.T, body string) int64 {
+	t.Helper()
+	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: []byte(body), Secret: browserStripeSecret})
+	h := http.Header{"Content-Type": {"application/json"}, "Stripe-Signature": {signed.Header}}
+	a := testenv.PostRaw(t, e.gw.URL, "stripe", []byte(body), h)
+	require.Equal(t, http.StatusOK, a.Status, string(a.Body))
+	var ans struct {
+		Callbacks []platform.Stored `json:"callbacks"`
+	}
+	require.NoError(t, json.Unmarshal(a.Body, &ans))
+	require.Len(t, ans.Callbacks, 1)
+	return ans.Callbacks[0].LogID
 }
 
 func (e *pageEnv) waitStatus(t *testing.T, id int64, want callback.Status) {

@@ -184,10 +184,13 @@ type detailView struct {
 	// Payload is pretty-printed when it is JSON.
 	Payload       string
 	PayloadIsJSON bool
-	Replayable    bool
-	CanForce      bool
-	Reason        string
-	Force         bool
+	// Normalized is the preset's canonical event, pretty-printed ("" when
+	// the source has no preset).
+	Normalized string
+	Replayable bool
+	CanForce   bool
+	Reason     string
+	Force      bool
 }
 
 func (h *Console) loadDetail(c *gin.Context, id int64) (*detailView, error) {
@@ -200,6 +203,12 @@ func (h *Console) loadDetail(c *gin.Context, id int64) (*detailView, error) {
 		var buf bytes.Buffer
 		if json.Indent(&buf, d.PayloadJSON, "", "  ") == nil {
 			dv.Payload, dv.PayloadIsJSON = buf.String(), true
+		}
+	}
+	if len(d.Normalized) > 0 {
+		var buf bytes.Buffer
+		if json.Indent(&buf, d.Normalized, "", "  ") == nil {
+			dv.Normalized = buf.String()
 		}
 	}
 	dv.Replayable = d.Status == "FAILED" || d.Status == "SUCCESS"

@@ -157,8 +157,12 @@ var results = map[int]string{
 
 // resultOf names an answer for callgate_intake_requests_total.
 func resultOf(status int, duplicate bool) string {
-	if status == http.StatusOK && duplicate {
-		return "duplicate"
+	if status >= 200 && status < 300 {
+		// A preset answers in the platform's words (WeChat Pay: 204).
+		if duplicate {
+			return "duplicate"
+		}
+		return "accepted"
 	}
 	if r, ok := results[status]; ok {
 		return r
