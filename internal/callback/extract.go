@@ -118,17 +118,21 @@ func scalarAt(top map[string]json.RawMessage, path []string, name string) (strin
 
 func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
 
-// Object is a parsed JSON object, for dotted-path lookups ("a.b.c").
-type Object map[string]json.RawMessage
+// Object is a JSON object parsed once into a tree, for dotted-path
+// lookups ("a.b.c") of several fields: each lookup walks maps instead of
+// parsing the body again.
+type Object map[string]any
 
-// ParseObject parses body as a JSON object.
+// ParseObject parses body as a JSON object (numbers kept as written).
 func ParseObject(body []byte) (Object, error) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
 		return nil, ErrInvalidJSON
 	}
-	var top Object
-	if err := json.Unmarshal(body, &top); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var top map[string]any
+	if err := dec.Decode(&top); err != nil || dec.More() {
 		return nil, ErrInvalidJSON
 	}
 	return top, nil
@@ -137,25 +141,57 @@ func ParseObject(body []byte) (Object, error) {
 // Scalar returns the non-empty string or the integer at the dotted path,
 // as text; anything else is a *FieldError naming path.
 func (o Object) Scalar(path string) (string, error) {
-	return scalarAt(o, strings.Split(path, "."), path)
+	v, ok := o.lookup(path)
+	if !ok {
+		return "", &FieldError{Field: path, Reason: "is missing"}
+	}
+	switch v := v.(type) {
+	case string:
+		if strings.TrimSpace(v) == "" {
+			return "", &FieldError{Field: path, Reason: "is empty"}
+		}
+		return v, nil
+	case json.Number:
+		if strings.ContainsAny(string(v), ".eE") {
+			return "", &FieldError{Field: path, Reason: "must be a string or an integer"}
+		}
+		return string(v), nil
+	default:
+		return "", &FieldError{Field: path, Reason: "must be a string or an integer"}
+	}
+}
+
+// Object returns the object at the dotted path.
+func (o Object) Object(path string) (Object, bool) {
+	v, ok := o.lookup(path)
+	m, isMap := v.(map[string]any)
+	return m, ok && isMap
+}
+
+// Array returns the array at the dotted path.
+func (o Object) Array(path string) ([]any, bool) {
+	v, ok := o.lookup(path)
+	a, isArray := v.([]any)
+	return a, ok && isArray
 }
 
 // Has reports whether path leads to a value that is not null.
 func (o Object) Has(path string) bool {
-	obj := map[string]json.RawMessage(o)
-	parts := strings.Split(path, ".")
-	for i, p := range parts {
-		raw, ok := obj[p]
-		if !ok || isNull(raw) {
-			return false
+	_, ok := o.lookup(path)
+	return ok
+}
+
+// lookup walks the dotted path; null counts as missing.
+func (o Object) lookup(path string) (any, bool) {
+	var cur any = map[string]any(o)
+	for part := range strings.SplitSeq(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
 		}
-		if i == len(parts)-1 {
-			return true
-		}
-		obj = nil
-		if json.Unmarshal(raw, &obj) != nil || obj == nil {
-			return false
+		if cur, ok = m[part]; !ok || cur == nil {
+			return nil, false
 		}
 	}
-	return false
+	return cur, true
 }
