@@ -67,14 +67,7 @@ func TestAdminAddrSeparatesOperatorSurface(t *testing.T) {
 		}
 	})
 	pub, adm := "http://"+pubLn.Addr().String(), "http://"+adminLn.Addr().String()
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(pub + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 10*time.Second, 20*time.Millisecond, "gateway not ready")
+	testenv.WaitReadyURL(t, pub)
 
 	// Public: the intake and health work...
 	body := testenv.PaymentBody("ORD-ADMIN-ADDR", "PAY-ADMIN-ADDR", 100)

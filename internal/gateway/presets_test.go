@@ -1,14 +1,11 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -17,24 +14,6 @@ import (
 	"callgate/internal/platform"
 	"callgate/internal/testenv"
 )
-
-// syncBuffer is a log sink safe for the gateway's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestPresetSourcesWithoutKeysAreDisabled: the shipped configuration lists
 // every platform; those whose keys are unset answer 404 and are named in
@@ -50,7 +29,7 @@ func TestPresetSourcesWithoutKeysAreDisabled(t *testing.T) {
 	require.Contains(t, disabled, "shopify")
 	require.NotContains(t, disabled, "stripe")
 
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -60,14 +39,7 @@ func TestPresetSourcesWithoutKeysAreDisabled(t *testing.T) {
 	}()
 	defer func() { cancel(); require.NoError(t, <-done) }()
 	url := "http://" + ln.Addr().String()
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 10*time.Second, 20*time.Millisecond)
+	testenv.WaitReadyURL(t, url)
 
 	var lines []string
 	for _, l := range strings.Split(logs.String(), "\n") {

@@ -1,11 +1,9 @@
 package tail_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,24 +15,6 @@ import (
 	"callgate/internal/tail"
 	"callgate/internal/testenv"
 )
-
-// syncBuffer collects what tail writes from its goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // TestTailPrintsMatchingNotifications: `worker tail --routing-key
 // points.*` prints a notification the worker's publisher sends with that
@@ -50,7 +30,7 @@ func TestTailPrintsMatchingNotifications(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.SyncBuffer
 	code := make(chan int, 1)
 	go func() {
 		code <- tail.Command(ctx, []string{"--routing-key", "points.*"}, cfg.AMQP.URL, exchange, &stdout, &stderr)
@@ -99,7 +79,7 @@ func TestTailPrintsMatchingNotifications(t *testing.T) {
 // exchange and the setting, not a silent wait.
 func TestTailUnknownExchange(t *testing.T) {
 	t.Parallel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.SyncBuffer
 	code := tail.Command(t.Context(), nil, testenv.AMQPURL(), "no-such-prefix-"+testenv.Suffix()+".downstream", &stdout, &stderr)
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr.String(), "no exchange no-such-prefix-")
@@ -111,7 +91,7 @@ func TestTailUnknownExchange(t *testing.T) {
 func TestTailUsage(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"--routing-key", ""}, {"--nope"}, {"extra"}} {
-		var stdout, stderr syncBuffer
+		var stdout, stderr testenv.SyncBuffer
 		require.Equal(t, 2, tail.Command(t.Context(), args, testenv.AMQPURL(), "x.downstream", &stdout, &stderr), "%v", args)
 		require.Contains(t, stderr.String(), "usage: worker [-config PATH] tail", "%v", args)
 	}

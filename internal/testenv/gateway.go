@@ -58,8 +58,14 @@ func StartGatewayOn(t testing.TB, cfg *config.Config, ln net.Listener, scheme st
 // connected and topology declared).
 func (g *Gateway) WaitReady(t testing.TB) {
 	t.Helper()
+	WaitReadyURL(t, g.URL)
+}
+
+// WaitReadyURL waits until baseURL/readyz answers 200.
+func WaitReadyURL(t testing.TB, baseURL string) {
+	t.Helper()
 	require.Eventually(t, func() bool {
-		resp, err := http.Get(g.URL + "/readyz")
+		resp, err := http.Get(baseURL + "/readyz")
 		if err != nil {
 			return false
 		}

@@ -1,10 +1,8 @@
 package testenv
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -71,20 +69,12 @@ type Answer struct {
 	Error     string `json:"error"`
 }
 
-// Post sends body with headers to POST /callbacks/{source}.
+// Post sends body with headers to POST /callbacks/{source} and reads the
+// JSON answer.
 func Post(t testing.TB, baseURL, source string, body []byte, h http.Header) Answer {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, baseURL+"/callbacks/"+source, bytes.NewReader(body))
-	require.NoError(t, err)
-	for k, v := range h {
-		req.Header[k] = v
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	a := Answer{Status: resp.StatusCode, Body: raw}
-	require.NoError(t, json.Unmarshal(raw, &a), "answer is not JSON: %s", raw)
+	r := PostRaw(t, baseURL, source, body, h)
+	a := Answer{Status: r.Status, Body: r.Body}
+	require.NoError(t, json.Unmarshal(r.Body, &a), "answer is not JSON: %s", r.Body)
 	return a
 }
