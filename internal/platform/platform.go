@@ -159,6 +159,7 @@ type preset struct {
 
 // presets are the platforms callgate knows, by preset name.
 var presets = map[string]preset{
+	"alipay":  {callback.KindPayment, []string{"public_keys", "app_id"}, newAlipay},
 	"stripe":  {callback.KindPayment, []string{"secrets", "order_path", "tolerance"}, newStripe},
 	"shopify": {callback.KindPayment, []string{"secrets", "order_path"}, newShopify},
 }
