@@ -159,8 +159,10 @@ type preset struct {
 
 // presets are the platforms callgate knows, by preset name.
 var presets = map[string]preset{
-	"stripe":  {callback.KindPayment, []string{"secrets", "order_path", "tolerance"}, newStripe},
-	"shopify": {callback.KindPayment, []string{"secrets", "order_path"}, newShopify},
+	"alipay":       {callback.KindPayment, []string{"public_keys", "app_id"}, newAlipay},
+	"wechatpay-v3": {callback.KindPayment, []string{"public_keys", "certificates", "apiv3_key", "tolerance"}, newWeChatPay},
+	"stripe":       {callback.KindPayment, []string{"secrets", "order_path", "tolerance"}, newStripe},
+	"shopify":      {callback.KindPayment, []string{"secrets", "order_path"}, newShopify},
 }
 
 // Names lists the presets, sorted.

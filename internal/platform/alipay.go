@@ -1,0 +1,186 @@
+package platform
+
+import (
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"callgate/internal/callback"
+	"callgate/internal/signature"
+)
+
+// Alipay (preset alipay): the asynchronous trade notification (notify_url),
+// a form POST signed RSA2: SHA256withRSA, by Alipay's key, over every
+// parameter except sign and sign_type, sorted by name and joined as
+// k=v&k=v with the values form-decoded exactly once (rsaCheckV1). sign_type
+// must be RSA2 (RSA, i.e. SHA1withRSA, is refused) and charset utf-8.
+// Event id: notify_id (the same on every resend). Order: out_trade_no;
+// payment: trade_no; amount: total_amount in yuan, converted to fen;
+// paid at: gmt_payment (China time). trade_status TRADE_SUCCESS and
+// TRADE_FINISHED pay, TRADE_CLOSED fails, any other (WAIT_BUYER_PAY) is
+// stored and processed without effect. Keys: public_keys, the "Alipay
+// public key" (not the app's key) as the console shows it (bare base64) or
+// as PEM; several during a rotation, any may verify. app_id, when set, must
+// match the notification's. Alipay wants exactly "success" in a 200, or it
+// resends 8 times within 25 hours (4m, 10m, 10m, 1h, 2h, 6h, 15h); a
+// refusal answers "fail".
+type alipay struct {
+	keys  *signature.KeyRing
+	appID string
+}
+
+// Alipay's answers and the values it sends.
+const (
+	alipaySuccess      = "success"
+	alipayFail         = "fail"
+	alipaySignType     = "RSA2"
+	alipayCharset      = "utf-8"
+	alipayTimeLayout   = "2006-01-02 15:04:05"
+	alipayCurrency     = "CNY"
+	alipayContentType  = "application/x-www-form-urlencoded"
+	alipayAnswerType   = "text/plain; charset=utf-8"
+	alipayTradeSuccess = "TRADE_SUCCESS"
+	alipayTradeDone    = "TRADE_FINISHED"
+	alipayTradeClosed  = "TRADE_CLOSED"
+)
+
+// chinaTime is Alipay's clock (UTC+8, no daylight saving).
+var chinaTime = time.FixedZone("CST", 8*3600)
+
+func newAlipay(cfg Config) (Platform, error) {
+	ring, errs := publicKeyRing(cfg.PublicKeys, nil, false)
+	if len(errs) == 0 && ring.Len() == 0 {
+		errs = append(errs, fieldErr("public_keys", errors.New("at least one Alipay public key is required")))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &alipay{keys: ring, appID: strings.TrimSpace(cfg.AppID)}, nil
+}
+
+func (p *alipay) Kind() string { return callback.KindPayment }
+
+// Headers: everything Alipay sends is in the body.
+func (p *alipay) Headers() []string { return nil }
+
+// Errors of an alipay request that are about its signature.
+var (
+	errAlipayNoSign     = fmt.Errorf("parameter sign: %w", signature.ErrMissing)
+	errAlipayNoSignType = fmt.Errorf("parameter sign_type: %w", signature.ErrMissing)
+)
+
+func (p *alipay) Read(req Request) ([]Callback, error) {
+	if err := needMediaType(req.Header, alipayContentType); err != nil {
+		return nil, err
+	}
+	f, err := ParseForm(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	sign := f["sign"]
+	switch st := f["sign_type"]; {
+	case sign == "":
+		return nil, errAlipayNoSign
+	case st == "":
+		return nil, errAlipayNoSignType
+	case st != alipaySignType:
+		return nil, fmt.Errorf("sign_type %q is not accepted, only RSA2 (SHA256withRSA): %w", truncate(st), signature.ErrMalformed)
+	}
+	if cs := f["charset"]; cs != "" && !strings.EqualFold(cs, alipayCharset) {
+		return nil, badRequest("charset %q is not supported: set the app's charset to utf-8", truncate(cs))
+	}
+	if err := p.keys.VerifyAny(alipaySignedContent(f), sign); err != nil {
+		return nil, fmt.Errorf("parameter sign: %w", err)
+	}
+	if p.appID != "" && f["app_id"] != p.appID {
+		return nil, badRequest("app_id %q is not the configured app", truncate(f["app_id"]))
+	}
+	id, err := f.Need("notify_id")
+	if err != nil {
+		return nil, err
+	}
+	order, err := f.Need("out_trade_no")
+	if err != nil {
+		return nil, err
+	}
+	status, err := f.Need("trade_status")
+	if err != nil {
+		return nil, err
+	}
+	ev := callback.PaymentEvent{OrderCode: order, Currency: alipayCurrency}
+	switch status {
+	case alipayTradeSuccess, alipayTradeDone:
+		ev.Status = callback.PaymentSuccess
+	case alipayTradeClosed:
+		ev.Status = callback.PaymentFailed
+	default:
+		ev = callback.PaymentEvent{Ignored: fmt.Sprintf("alipay trade_status %s is neither a payment nor a failed payment", truncate(status))}
+		return []Callback{{EventID: id, BusinessKey: order, Event: ev}}, nil
+	}
+	if ev.PaymentNo, err = f.Need("trade_no"); err != nil {
+		return nil, err
+	}
+	amount, err := f.Need("total_amount")
+	if err != nil {
+		return nil, err
+	}
+	if ev.Amount, err = MinorUnits(amount, CurrencyDigits(alipayCurrency)); err != nil {
+		return nil, badRequest("total_amount: %v", err)
+	}
+	if ev.Status == callback.PaymentSuccess {
+		if t, err := time.ParseInLocation(alipayTimeLayout, f["gmt_payment"], chinaTime); err == nil {
+			t = t.UTC()
+			ev.PaidAt = &t
+		}
+	}
+	return []Callback{{EventID: id, BusinessKey: order, Event: ev}}, nil
+}
+
+// alipaySignedContent is what Alipay signs (rsaCheckV1): every parameter
+// but sign and sign_type, sorted by name, as k=v joined with '&', values
+// as decoded.
+func alipaySignedContent(f Form) []byte {
+	keys := make([]string, 0, len(f))
+	n := 0
+	for k, v := range f {
+		if k == "sign" || k == "sign_type" {
+			continue
+		}
+		keys = append(keys, k)
+		n += len(k) + len(v) + 2
+	}
+	slices.Sort(keys)
+	b := make([]byte, 0, n)
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, '&')
+		}
+		b = append(b, k...)
+		b = append(b, '=')
+		b = append(b, f[k]...)
+	}
+	return b
+}
+
+func (p *alipay) Accepted([]Stored) Answer {
+	return Answer{Status: http.StatusOK, ContentType: alipayAnswerType, Body: []byte(alipaySuccess)}
+}
+
+func (p *alipay) Refused(status int, _ string) Answer {
+	return Answer{Status: status, ContentType: alipayAnswerType, Body: []byte(alipayFail)}
+}
+
+// needMediaType refuses a request whose Content-Type is not want (its
+// parameters, such as a charset, are not compared).
+func needMediaType(h http.Header, want string) error {
+	ct := h.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || !strings.EqualFold(mt, want) {
+		return badRequest("Content-Type %q is not %s", truncate(ct), want)
+	}
+	return nil
+}

@@ -1,0 +1,252 @@
+package platform
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"callgate/internal/callback"
+	"callgate/internal/signature"
+)
+
+// WeChat Pay API v3 (preset wechatpay-v3): the payment notification, a
+// JSON POST signed SHA256withRSA over "timestamp\nnonce\nbody\n" (the
+// Wechatpay-Timestamp and Wechatpay-Nonce headers, the raw body) with the
+// key Wechatpay-Serial names: a WeChat Pay public key id (PUB_KEY_ID_...)
+// or a platform certificate serial. The timestamp must be within the
+// tolerance (default 5 minutes) either way. Signature probes
+// (WECHATPAY/SIGNTEST/...) are refused like any bad signature, as WeChat
+// Pay expects. Once the signature holds, resource is decrypted with the
+// APIv3 key (AEAD_AES_256_GCM, nonce and associated data from the body).
+// Event id: id. Order: out_trade_no; payment: transaction_id; amount:
+// amount.total, in fen; currency: amount.currency; paid at: success_time.
+// trade_state SUCCESS pays; CLOSED, REVOKED and PAYERROR fail; any other
+// state, and a notification that is not about a transaction (a refund),
+// is stored and processed without effect. Keys: apiv3_key (32 bytes),
+// public_keys ({id, key}: the WeChat Pay public key and its id) and/or
+// certificates (PEM bundles of platform certificates): during a switch
+// from certificates to the public key, or a rotation, configure both.
+// Answers: 204 with no body; a refusal is the intake's 4xx/5xx with
+// {"code":"FAIL","message":...}, after which WeChat Pay resends
+// (15s/15s/30s/3m/10m/20m/30m/30m/30m/60m/3h/3h/3h/6h/6h).
+type wechatPay struct {
+	keys      *signature.KeyRing
+	aes       *AESGCM
+	tolerance time.Duration
+}
+
+// WeChat Pay's headers and values.
+const (
+	wechatSerialHeader    = "Wechatpay-Serial"
+	wechatSignatureHeader = "Wechatpay-Signature"
+	wechatTimestampHeader = "Wechatpay-Timestamp"
+	wechatNonceHeader     = "Wechatpay-Nonce"
+	wechatSigTypeHeader   = "Wechatpay-Signature-Type"
+	wechatSigType         = "WECHATPAY2-SHA256-RSA2048"
+	wechatProbePrefix     = "WECHATPAY/SIGNTEST/"
+	wechatAlgorithm       = "AEAD_AES_256_GCM"
+	wechatAPIv3KeyLen     = 32
+)
+
+func newWeChatPay(cfg Config) (Platform, error) {
+	ring, errs := publicKeyRing(cfg.PublicKeys, cfg.Certificates, true)
+	if len(errs) == 0 && ring.Len() == 0 {
+		errs = append(errs, fieldErr("public_keys", errors.New("at least one WeChat Pay public key (or a platform certificate under certificates) is required")))
+	}
+	var aes *AESGCM
+	switch n := len(cfg.APIv3Key); {
+	case n == 0:
+		errs = append(errs, fieldErr("apiv3_key", errors.New("is required (it decrypts the notification's resource)")))
+	case n != wechatAPIv3KeyLen:
+		errs = append(errs, fieldErr("apiv3_key", fmt.Errorf("must be %d bytes (the APIv3 key set in the merchant platform), not %d", wechatAPIv3KeyLen, n)))
+	default:
+		var err error
+		if aes, err = NewAESGCM([]byte(cfg.APIv3Key)); err != nil {
+			errs = append(errs, fieldErr("apiv3_key", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &wechatPay{keys: ring, aes: aes, tolerance: toleranceOr(cfg.Tolerance)}, nil
+}
+
+func (p *wechatPay) Kind() string { return callback.KindPayment }
+
+func (p *wechatPay) Headers() []string {
+	return []string{wechatSerialHeader, wechatSignatureHeader, wechatTimestampHeader, wechatNonceHeader, wechatSigTypeHeader, "Request-Id"}
+}
+
+// Errors of a wechatpay-v3 request that are about its signature.
+var (
+	errWeChatTimestamp = fmt.Errorf("%s is not a unix timestamp in seconds: %w", wechatTimestampHeader, signature.ErrMalformed)
+	errWeChatTooOld    = fmt.Errorf("%s too old: %w", wechatTimestampHeader, signature.ErrExpired)
+	errWeChatTooNew    = fmt.Errorf("%s too far in the future: %w", wechatTimestampHeader, signature.ErrExpired)
+	errWeChatProbe     = fmt.Errorf("%s is a signature probe (%s...): %w", wechatSignatureHeader, wechatProbePrefix, signature.ErrMismatch)
+	errWeChatSigType   = fmt.Errorf("%s is not %s: %w", wechatSigTypeHeader, wechatSigType, signature.ErrMalformed)
+)
+
+// wechatEnvelope is the notification around the encrypted resource.
+type wechatEnvelope struct {
+	ID        string `json:"id"`
+	EventType string `json:"event_type"`
+	Resource  *struct {
+		OriginalType   string `json:"original_type"`
+		Algorithm      string `json:"algorithm"`
+		Ciphertext     string `json:"ciphertext"`
+		AssociatedData string `json:"associated_data"`
+		Nonce          string `json:"nonce"`
+	} `json:"resource"`
+}
+
+func (p *wechatPay) Read(req Request) ([]Callback, error) {
+	if err := needMediaType(req.Header, "application/json"); err != nil {
+		return nil, err
+	}
+	if err := p.verify(req); err != nil {
+		return nil, err
+	}
+	var env wechatEnvelope
+	if err := json.Unmarshal(req.Body, &env); err != nil {
+		return nil, badRequest("the body is not a WeChat Pay notification (JSON object)")
+	}
+	if strings.TrimSpace(env.ID) == "" {
+		return nil, badRequest("id is missing")
+	}
+	r := env.Resource
+	switch {
+	case r == nil:
+		return nil, badRequest("resource is missing")
+	case r.Algorithm != wechatAlgorithm:
+		return nil, badRequest("resource.algorithm %q is not %s", truncate(r.Algorithm), wechatAlgorithm)
+	}
+	plain, err := p.aes.Open(r.Nonce, r.AssociatedData, r.Ciphertext)
+	if err != nil {
+		return nil, badRequest("resource: %v", err)
+	}
+	obj, err := callback.ParseObject(plain)
+	if err != nil {
+		return nil, badRequest("resource: the decrypted text is not a JSON object")
+	}
+	if r.OriginalType != "transaction" && !strings.HasPrefix(env.EventType, "TRANSACTION.") {
+		ev := callback.PaymentEvent{Ignored: fmt.Sprintf("wechat pay %s notification (%s) is not about a payment",
+			truncate(env.EventType), truncate(r.OriginalType))}
+		return []Callback{{EventID: env.ID, BusinessKey: orderOr(obj, "out_trade_no", env.ID), Event: ev}}, nil
+	}
+	order, err := obj.Scalar("out_trade_no")
+	if err != nil {
+		return nil, err
+	}
+	state, err := obj.Scalar("trade_state")
+	if err != nil {
+		return nil, err
+	}
+	ev := callback.PaymentEvent{OrderCode: order}
+	switch state {
+	case "SUCCESS":
+		ev.Status = callback.PaymentSuccess
+	case "CLOSED", "REVOKED", "PAYERROR":
+		ev.Status = callback.PaymentFailed
+	default:
+		ev = callback.PaymentEvent{Ignored: fmt.Sprintf("wechat pay trade_state %s is neither a payment nor a failed payment", truncate(state))}
+		return []Callback{{EventID: env.ID, BusinessKey: order, Event: ev}}, nil
+	}
+	if ev.PaymentNo, err = obj.Scalar("transaction_id"); err != nil {
+		if ev.Status == callback.PaymentSuccess {
+			return nil, err
+		}
+		// An order closed before any payment may have no transaction.
+		ev.PaymentNo = env.ID
+	}
+	total, err := obj.Scalar("amount.total")
+	if err != nil {
+		return nil, err
+	}
+	if ev.Amount, err = MinorUnits(total, 0); err != nil {
+		return nil, badRequest("amount.total: %v", err)
+	}
+	if c, err := obj.Scalar("amount.currency"); err == nil {
+		ev.Currency = strings.ToUpper(c)
+	}
+	if s, err := obj.Scalar("success_time"); err == nil && ev.Status == callback.PaymentSuccess {
+		if t, err := time.Parse(time.RFC3339, s); err == nil {
+			t = t.UTC()
+			ev.PaidAt = &t
+		}
+	}
+	return []Callback{{EventID: env.ID, BusinessKey: order, Event: ev}}, nil
+}
+
+// verify checks the headers, the timestamp window and the signature of
+// "timestamp\nnonce\nbody\n" with the key Wechatpay-Serial names.
+func (p *wechatPay) verify(req Request) error {
+	h := req.Header
+	var vals [4]string
+	for i, name := range []string{wechatSerialHeader, wechatSignatureHeader, wechatTimestampHeader, wechatNonceHeader} {
+		if vals[i] = h.Get(name); strings.TrimSpace(vals[i]) == "" {
+			return fmt.Errorf("%s: %w", name, signature.ErrMissing)
+		}
+	}
+	serial, sig, ts, nonce := strings.TrimSpace(vals[0]), vals[1], vals[2], vals[3]
+	if t := h.Get(wechatSigTypeHeader); t != "" && t != wechatSigType {
+		return errWeChatSigType
+	}
+	sec, ok := unixSeconds(ts)
+	if !ok {
+		return errWeChatTimestamp
+	}
+	switch d := req.Now.Sub(time.Unix(sec, 0)); {
+	case d > p.tolerance:
+		return errWeChatTooOld
+	case d < -p.tolerance:
+		return errWeChatTooNew
+	}
+	if strings.HasPrefix(sig, wechatProbePrefix) {
+		return errWeChatProbe
+	}
+	pub := p.keys.Lookup(serial)
+	if pub == nil {
+		return fmt.Errorf("%s %s names no configured WeChat Pay public key or platform certificate: %w",
+			wechatSerialHeader, strconv.Quote(truncate(serial)), signature.ErrMismatch)
+	}
+	msg := make([]byte, 0, len(ts)+len(nonce)+len(req.Body)+3)
+	msg = append(append(msg, ts...), '\n')
+	msg = append(append(msg, nonce...), '\n')
+	msg = append(append(msg, req.Body...), '\n')
+	if err := signature.VerifySHA256WithRSA(pub, msg, sig); err != nil {
+		return fmt.Errorf("%s: %w", wechatSignatureHeader, err)
+	}
+	return nil
+}
+
+// unixSeconds parses a decimal unix time of at most 18 digits.
+func unixSeconds(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(s[i]-'0')
+	}
+	return n, true
+}
+
+// Accepted: 204, no body (WeChat Pay takes 200 or 204).
+func (p *wechatPay) Accepted([]Stored) Answer { return Answer{Status: http.StatusNoContent} }
+
+// Refused: {"code":"FAIL","message":reason}; the status makes WeChat Pay
+// resend.
+func (p *wechatPay) Refused(status int, reason string) Answer {
+	b, _ := json.Marshal(struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}{"FAIL", reason})
+	return jsonAnswer(status, b)
+}
