@@ -45,6 +45,16 @@ var intakeCases = []intakeCase{
 		body := stripeEvent(fmt.Sprintf("evt_b_%d", i), "payment_intent.succeeded", fmt.Sprintf("ORD-B-%d", i), fmt.Sprintf("pi_b_%d", i), 1000)
 		return signedRequest{body, stripeSigned(body, stripeSecret, time.Now())}
 	}},
+	{"alipay", func(t testing.TB, cfg *config.Config, i int) signedRequest {
+		n := fmt.Sprint(i)
+		body := alipayExample("notify_id", "nid-b-"+n, "out_trade_no", "ORD-B-"+n, "trade_no", "T-B-"+n).signed(rsaTestKeys()[0])
+		return signedRequest{body, alipayHeader()}
+	}},
+	{"wechatpay", func(t testing.TB, cfg *config.Config, i int) signedRequest {
+		n := fmt.Sprint(i)
+		body := wechatPaid("EV-B-"+n, "ORD-B-"+n, "TX-B-"+n, "SUCCESS", 1000)
+		return signedRequest{body, wechatSigned(rsaTestKeys()[0], wechatPubKeyID, body, time.Now())}
+	}},
 	{"shopify", func(t testing.TB, cfg *config.Config, i int) signedRequest {
 		body := shopifyOrder(fmt.Sprintf("#B%d", i), int64(i), "10.00")
 		return signedRequest{body, shopifySigned(body, shopifySecret, fmt.Sprintf("wh-b-%d", i), "orders/paid")}
@@ -56,6 +66,8 @@ func intakePlatforms() []func(*config.Config) {
 	return []func(*config.Config){
 		testenv.WithPlatform("stripe", platform.Config{Secrets: []string{stripeSecret}}),
 		testenv.WithPlatform("shopify", platform.Config{Secrets: []string{shopifySecret}}),
+		testenv.WithPlatform("alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(rsaTestKeys()[0])}}, AppID: alipayAppID}),
+		testenv.WithPlatform("wechatpay", wechatKeyConfig()),
 	}
 }
 
