@@ -161,6 +161,7 @@ type preset struct {
 var presets = map[string]preset{
 	"stripe":  {callback.KindPayment, []string{"secrets", "order_path", "tolerance"}, newStripe},
 	"shopify": {callback.KindPayment, []string{"secrets", "order_path"}, newShopify},
+	"adyen":   {callback.KindPayment, []string{"secrets"}, newAdyen},
 }
 
 // Names lists the presets, sorted.
