@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,21 +130,9 @@ func (p *adyen) Read(req Request) ([]Callback, error) {
 	case raw[0] != '[':
 		return nil, badRequest("notificationItems must be an array")
 	}
-	var entries []json.RawMessage
-	if err := json.Unmarshal(body.NotificationItems, &entries); err != nil {
-		return nil, badRequest("notificationItems must be an array")
-	}
-	switch {
-	case len(entries) == 0:
-		return nil, badRequest("notificationItems is empty")
-	case len(entries) > AdyenMaxItems:
-		return nil, badRequest("notificationItems holds %d items; at most %d are read per request", len(entries), AdyenMaxItems)
-	}
-	items := make([]adyenItem, len(entries))
-	for i, e := range entries {
-		if err := readAdyenItem(e, &items[i]); err != nil {
-			return nil, fmt.Errorf("notificationItems[%d]: %w", i, err)
-		}
+	items, err := readAdyenItems(body.NotificationItems)
+	if err != nil {
+		return nil, err
 	}
 	// Every item is authenticated before any is interpreted: a forged
 	// item refuses the request as unauthenticated (401), whatever the
@@ -164,10 +153,33 @@ func (p *adyen) Read(req Request) ([]Callback, error) {
 	return out, nil
 }
 
-// readAdyenItem decodes one entry of notificationItems into item.
-func readAdyenItem(raw json.RawMessage, item *adyenItem) error {
+// readAdyenItems decodes the notificationItems array, item by item, so
+// the cap is enforced while reading and an error names its item.
+func readAdyenItems(raw json.RawMessage) ([]adyenItem, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return nil, badRequest("notificationItems must be an array")
+	}
+	var items []adyenItem
+	for i := 0; dec.More(); i++ {
+		if i == AdyenMaxItems {
+			return nil, badRequest("notificationItems holds more than %d items; at most %d are read per request", AdyenMaxItems, AdyenMaxItems)
+		}
+		items = append(items, adyenItem{})
+		if err := readAdyenItem(dec, &items[i]); err != nil {
+			return nil, fmt.Errorf("notificationItems[%d]: %w", i, err)
+		}
+	}
+	if len(items) == 0 {
+		return nil, badRequest("notificationItems is empty")
+	}
+	return items, nil
+}
+
+// readAdyenItem decodes the next entry of notificationItems into item.
+func readAdyenItem(dec *json.Decoder, item *adyenItem) error {
 	var e adyenEntry
-	if err := json.Unmarshal(raw, &e); err != nil {
+	if err := dec.Decode(&e); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
 			return badRequest("%s has the wrong JSON type", adyenField(te.Field))

@@ -306,31 +306,40 @@ func BenchmarkAdyenRead(b *testing.B) {
 	}
 }
 
-// FuzzAdyenRead: Read never panics, and what it accepts is a signed item
-// whose callback the intake can store.
+// FuzzAdyenRead: Read never panics on any body, nor on a correctly signed
+// item of any field values, and what it accepts is callbacks the intake
+// can store.
 func FuzzAdyenRead(f *testing.F) {
 	capture := authorisation("8816000000000022", "ORD-F", 10, "true")
 	capture.Event = "CAPTURE"
-	f.Add(adyenSigned(adyenKey, authorisation("8816000000000011", "ORD-F", 1000, "true")))
-	f.Add(adyenSigned(adyenKey, authorisation("8816000000000012", "ORD-F", 0, "false"), capture))
+	f.Add(adyenSigned(adyenKey, authorisation("8816000000000011", "ORD-F", 1000, "true")), "8816000000000011", "ORD-F", "AUTHORISATION", "true", int64(1000))
+	f.Add(adyenSigned(adyenKey, authorisation("8816000000000012", "ORD-F", 0, "false"), capture), "", "", "", "", int64(0))
 	f.Add(adyenBody(adyenItem{PSP: "pspReference", Original: "originalReference", Account: "merchantAccount", Ref: "reference",
-		Value: 1000, Currency: "EUR", Event: "EVENT", Success: "true"}.json(adyenVectorSig)))
-	f.Add([]byte(`{"notificationItems":[{"NotificationRequestItem":{"amount":{"value":1e3}}}]}`))
-	f.Add([]byte(`{"notificationItems":{}}`))
-	f.Add([]byte("\xff"))
+		Value: 1000, Currency: "EUR", Event: "EVENT", Success: "true"}.json(adyenVectorSig)), "p", "r", "REFUND", "false", int64(-1))
+	f.Add([]byte(`{"notificationItems":[{"NotificationRequestItem":{"amount":{"value":1e3}}}]}`), ":", "\xff", "AUTHORISATION", "TRUE", int64(1))
+	f.Add([]byte(`{"notificationItems":{}}`), "p", "", "AUTHORISATION", "true", int64(5))
+	f.Add([]byte("\xff"), "p", "r", "", "true", int64(5))
 	p := newAdyen(f, adyenKey)
-	f.Fuzz(func(t *testing.T, body []byte) {
-		cbs, err := p.Read(platform.Request{Body: body, Header: jsonHeader(), Now: time.Now()})
-		if err != nil {
-			return
-		}
-		require.NotEmpty(t, cbs)
-		require.LessOrEqual(t, len(cbs), platform.AdyenMaxItems)
-		for _, cb := range cbs {
-			require.NotEmpty(t, cb.EventID)
-			require.NotEmpty(t, cb.BusinessKey)
-			_, ok := cb.Event.(callback.PaymentEvent)
-			require.True(t, ok)
+	f.Fuzz(func(t *testing.T, body []byte, psp, ref, event, success string, value int64) {
+		it := authorisation(psp, ref, value, success)
+		it.Event = event
+		for _, b := range [][]byte{body, adyenSigned(adyenKey, it)} {
+			cbs, err := p.Read(platform.Request{Body: b, Header: jsonHeader(), Now: time.Now()})
+			if err != nil {
+				continue
+			}
+			require.NotEmpty(t, cbs)
+			require.LessOrEqual(t, len(cbs), platform.AdyenMaxItems)
+			for _, cb := range cbs {
+				require.NotEmpty(t, cb.EventID)
+				require.NotEmpty(t, cb.BusinessKey)
+				ev := cb.Event.(callback.PaymentEvent)
+				if ev.Ignored == "" {
+					require.Contains(t, []string{callback.PaymentSuccess, callback.PaymentFailed}, ev.Status)
+					require.GreaterOrEqual(t, ev.Amount, int64(0))
+					require.NotEmpty(t, ev.OrderCode)
+				}
+			}
 		}
 	})
 }
