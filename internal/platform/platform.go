@@ -159,9 +159,10 @@ type preset struct {
 
 // presets are the platforms callgate knows, by preset name.
 var presets = map[string]preset{
-	"stripe":  {callback.KindPayment, []string{"secrets", "order_path", "tolerance"}, newStripe},
-	"shopify": {callback.KindPayment, []string{"secrets", "order_path"}, newShopify},
-	"adyen":   {callback.KindPayment, []string{"secrets"}, newAdyen},
+	"stripe":    {callback.KindPayment, []string{"secrets", "order_path", "tolerance"}, newStripe},
+	"shopify":   {callback.KindPayment, []string{"secrets", "order_path"}, newShopify},
+	"adyen":     {callback.KindPayment, []string{"secrets"}, newAdyen},
+	"kuaidi100": {callback.KindLogistics, []string{"secrets"}, newKuaidi100},
 }
 
 // Names lists the presets, sorted.
