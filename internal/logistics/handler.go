@@ -6,6 +6,8 @@ package logistics
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -95,12 +97,14 @@ func (Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out ca
 	}
 	if p.OrderCode == "" {
 		// The carrier does not know the order: the shipment may.
-		var known []*string
-		if err := db.Raw(`SELECT order_code FROM shipments WHERE waybill_no = ?`, p.WaybillNo).Scan(&known).Error; err != nil {
+		// NULL when no event brought one yet (a []*string scan refuses NULL).
+		var known sql.NullString
+		err := db.Raw(`SELECT order_code FROM shipments WHERE waybill_no = ?`, p.WaybillNo).Row().Scan(&known)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("error reading shipment: %w", err)
 		}
-		if len(known) == 1 && known[0] != nil {
-			p.OrderCode = *known[0]
+		if known.Valid {
+			p.OrderCode = known.String
 		}
 	}
 	update := map[string]any{"waybillNo": p.WaybillNo, "seq": p.Seq, "status": p.Status}

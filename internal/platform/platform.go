@@ -163,6 +163,8 @@ var presets = map[string]preset{
 	"wechatpay-v3": {callback.KindPayment, []string{"public_keys", "certificates", "apiv3_key", "tolerance"}, newWeChatPay},
 	"stripe":       {callback.KindPayment, []string{"secrets", "order_path", "tolerance"}, newStripe},
 	"shopify":      {callback.KindPayment, []string{"secrets", "order_path"}, newShopify},
+	"adyen":        {callback.KindPayment, []string{"secrets"}, newAdyen},
+	"kuaidi100":    {callback.KindLogistics, []string{"secrets"}, newKuaidi100},
 }
 
 // Names lists the presets, sorted.

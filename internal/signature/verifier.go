@@ -15,6 +15,13 @@
 //   - [SchemeStripe]: Stripe-Signature (t=...,v1=...), with a tolerance window.
 //   - [SchemeNone]: accepts everything; only built when explicitly allowed.
 //
+// Besides these header schemes, two building blocks serve platform presets
+// whose signature sits inside the payload (internal/platform reads it out
+// and hands over the signed values): [FieldHMAC], a base64 HMAC-SHA256 over
+// fields joined by a separator with hex keys (Adyen), and [MD5Salt], the
+// upper-case hex MD5 of a payload followed by a salt (Kuaidi100). They use
+// the same sentinels.
+//
 // What this package owns: parsing and validating the signature part of the
 // configuration ([New]), precomputing keys, secret rotation (any configured
 // secret may match), constant-time comparison, the timestamp freshness window
