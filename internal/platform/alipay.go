@@ -39,7 +39,6 @@ const (
 	alipayFail         = "fail"
 	alipaySignType     = "RSA2"
 	alipayCharset      = "utf-8"
-	alipayTimeLayout   = "2006-01-02 15:04:05"
 	alipayCurrency     = "CNY"
 	alipayContentType  = "application/x-www-form-urlencoded"
 	alipayAnswerType   = "text/plain; charset=utf-8"
@@ -47,9 +46,6 @@ const (
 	alipayTradeDone    = "TRADE_FINISHED"
 	alipayTradeClosed  = "TRADE_CLOSED"
 )
-
-// chinaTime is Alipay's clock (UTC+8, no daylight saving).
-var chinaTime = time.FixedZone("CST", 8*3600)
 
 func newAlipay(cfg Config) (Platform, error) {
 	ring, errs := publicKeyRing(cfg.PublicKeys, nil, false)
@@ -132,7 +128,7 @@ func (p *alipay) Read(req Request) ([]Callback, error) {
 		return nil, badRequest("total_amount: %v", err)
 	}
 	if ev.Status == callback.PaymentSuccess {
-		if t, err := time.ParseInLocation(alipayTimeLayout, f["gmt_payment"], chinaTime); err == nil {
+		if t, err := time.ParseInLocation(chinaTimeLayout, f["gmt_payment"], chinaTime); err == nil {
 			t = t.UTC()
 			ev.PaidAt = &t
 		}

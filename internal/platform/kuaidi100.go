@@ -57,11 +57,6 @@ const Kuaidi100MaxWaybillLen = 64
 // is VARCHAR(255)).
 const kuaidi100Location = 255
 
-// kuaidi100TimeLayout is how checkpoint times are written, in China time.
-const kuaidi100TimeLayout = "2006-01-02 15:04:05"
-
-var chinaTime = time.FixedZone("UTC+8", 8*60*60)
-
 var kuaidi100Accepted = []byte(`{"result":true,"returnCode":"200","message":"成功"}`)
 
 func newKuaidi100(cfg Config) (Platform, error) {
@@ -207,7 +202,7 @@ func (c kuaidi100Checkpoint) location() string {
 // that reads (the handler then uses the time received).
 func (c kuaidi100Checkpoint) occurredAt() time.Time {
 	for _, s := range []string{c.FTime, c.Time} {
-		t, err := time.ParseInLocation(kuaidi100TimeLayout, strings.TrimSpace(s), chinaTime)
+		t, err := time.ParseInLocation(chinaTimeLayout, strings.TrimSpace(s), chinaTime)
 		if err == nil && t.Year() >= 1970 {
 			return t.UTC()
 		}

@@ -225,6 +225,13 @@ func IsUnauthenticated(err error) bool {
 	return false
 }
 
+// chinaTime is the clock of the Chinese platforms (Alipay, Kuaidi100),
+// which write local times without a zone: UTC+8, no daylight saving.
+var chinaTime = time.FixedZone("UTC+8", 8*3600)
+
+// chinaTimeLayout is how they write those times.
+const chinaTimeLayout = "2006-01-02 15:04:05"
+
 // toleranceOr is t, or the default window.
 func toleranceOr(t time.Duration) time.Duration {
 	if t == 0 {
