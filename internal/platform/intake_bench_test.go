@@ -55,6 +55,13 @@ var intakeCases = []intakeCase{
 		body := wechatPaid("EV-B-"+n, "ORD-B-"+n, "TX-B-"+n, "SUCCESS", 1000)
 		return signedRequest{body, wechatSigned(rsaTestKeys()[0], wechatPubKeyID, body, time.Now())}
 	}},
+	{"adyen", func(t testing.TB, cfg *config.Config, i int) signedRequest {
+		n := fmt.Sprint(i)
+		return signedRequest{adyenSigned(adyenKey, authorisation("PSP-B-"+n, "ORD-B-"+n, 1000, "true")), jsonHeader()}
+	}},
+	{"kuaidi100", func(t testing.TB, cfg *config.Config, i int) signedRequest {
+		return signedRequest{kuaidiSigned(kuaidiParam(fmt.Sprintf("YT-B-%d", i), "0", cpTransit, cpPickedUp)), formHeader()}
+	}},
 	{"shopify", func(t testing.TB, cfg *config.Config, i int) signedRequest {
 		body := shopifyOrder(fmt.Sprintf("#B%d", i), int64(i), "10.00")
 		return signedRequest{body, shopifySigned(body, shopifySecret, fmt.Sprintf("wh-b-%d", i), "orders/paid")}
@@ -68,6 +75,8 @@ func intakePlatforms() []func(*config.Config) {
 		testenv.WithPlatform("shopify", platform.Config{Secrets: []string{shopifySecret}}),
 		testenv.WithPlatform("alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(rsaTestKeys()[0])}}, AppID: alipayAppID}),
 		testenv.WithPlatform("wechatpay", wechatKeyConfig()),
+		testenv.WithPlatform("adyen", platform.Config{Secrets: []string{adyenKey}}),
+		testenv.WithPlatform("kuaidi100", platform.Config{Secrets: []string{kuaidiSalt}}),
 	}
 }
 
