@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"unicode/utf8"
+
+	"callgate/internal/callback"
 )
 
 // Form is an application/x-www-form-urlencoded body, each value decoded
@@ -52,10 +54,6 @@ func (f Form) Need(key string) (string, error) {
 	return "", fmt.Errorf("parameter %s is missing", key)
 }
 
-// truncate keeps an attacker-chosen name short in an error.
-func truncate(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
-}
+// truncate keeps an attacker-chosen value short in an error, never
+// splitting a UTF-8 character.
+func truncate(s string) string { return callback.Truncate(s, 40) }
