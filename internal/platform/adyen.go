@@ -61,7 +61,7 @@ func newAdyen(cfg Config) (Platform, error) {
 		}
 		k, err := signature.HexKey(s)
 		if err != nil {
-			errs = append(errs, fieldErr(fmt.Sprintf("secrets[%d]", i), fmt.Errorf("Adyen HMAC %w", err)))
+			errs = append(errs, fieldErr(fmt.Sprintf("secrets[%d]", i), fmt.Errorf("the Adyen HMAC %w", err)))
 			continue
 		}
 		keys = append(keys, k)

@@ -285,13 +285,13 @@ func TestAdyenConfiguration(t *testing.T) {
 	t.Setenv("ADYEN_HMAC_KEY", "whsec_this-is-not-a-hex-key")
 	_, err = config.Load(shipped, kinds.Names())
 	require.Error(t, err)
-	require.Contains(t, err.Error(), fmt.Sprintf("sources[%d] (adyen).platform.secrets[0]: Adyen HMAC key is not hex", index(cfg)))
+	require.Contains(t, err.Error(), fmt.Sprintf("sources[%d] (adyen).platform.secrets[0]: the Adyen HMAC key is not hex", index(cfg)))
 	require.NotContains(t, err.Error(), "this-is-not-a-hex-key", "the key is not repeated")
 
 	_, err = platform.New("adyen", platform.Config{Secrets: []string{adyenKey, "0AB"}, OrderPath: "x"})
 	require.ErrorContains(t, err, "platform.order_path: does not apply to preset adyen")
 	_, err = platform.New("adyen", platform.Config{Secrets: []string{adyenKey, "0AB"}})
-	require.ErrorContains(t, err, "platform.secrets[1]: Adyen HMAC key is not hex")
+	require.ErrorContains(t, err, "platform.secrets[1]: the Adyen HMAC key is not hex")
 }
 
 func BenchmarkAdyenRead(b *testing.B) {
