@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -119,7 +120,14 @@ func (h *Handler) Callback(c *gin.Context) {
 		h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
 		return
 	}
-	eventID, key, err := src.Extractor.Extract(body, verified.EventID)
+	schemeID := verified.EventID
+	if name := src.Config.EventID.Header; name != "" {
+		if schemeID = strings.TrimSpace(c.GetHeader(name)); schemeID == "" {
+			h.refuse(c, src, http.StatusBadRequest, "header "+name+" (the event id) is missing", nil)
+			return
+		}
+	}
+	eventID, key, err := src.Extractor.Extract(body, schemeID)
 	if err != nil {
 		h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
 		return

@@ -63,6 +63,9 @@ func NewSource(cfg source.Config) (*Source, error) {
 			return nil, err
 		}
 		s.Verifier, headers = v, v.Headers()
+		if cfg.EventID.Header != "" {
+			headers = append(headers, cfg.EventID.Header)
+		}
 		s.Extractor = callback.NewExtractor(cfg.EventID.Fields, cfg.EventID.Separator, cfg.BusinessKey, cfg.EventID.IgnoreScheme)
 	}
 	var err error

@@ -97,6 +97,11 @@ type EventID struct {
 	Fields []string `yaml:"fields"`
 	// Separator joins Fields. Default ":".
 	Separator string `yaml:"separator"`
+	// Header names a request header holding the event id (GitHub's
+	// X-GitHub-Delivery, Shopify's X-Shopify-Webhook-Id). It wins over
+	// Fields and over the scheme's id; a request without it is refused
+	// (400). Covered by the signature only if the scheme signs it.
+	Header string `yaml:"header"`
 	// IgnoreScheme uses Fields even when the scheme carries an id (such as
 	// Standard Webhooks' webhook-id). Default false.
 	IgnoreScheme bool `yaml:"ignore_scheme"`
@@ -237,8 +242,14 @@ func (c Config) validateGeneric() []error {
 	if c.BusinessKey == "" {
 		bad("business_key", "is required (the JSON field holding the business key)")
 	}
-	if len(c.EventID.Fields) == 0 && (c.Signature.Scheme != schemeStandardWebhooks || c.EventID.IgnoreScheme) {
-		bad("event_id.fields", "is required unless the scheme provides the event id")
+	if len(c.EventID.Fields) == 0 && c.EventID.Header == "" && (c.Signature.Scheme != schemeStandardWebhooks || c.EventID.IgnoreScheme) {
+		bad("event_id.fields", "is required unless event_id.header or the scheme provides the event id")
+	}
+	if c.EventID.Header != "" && !validHeader.MatchString(c.EventID.Header) {
+		bad("event_id.header", "%q is not an HTTP header name", c.EventID.Header)
+	}
+	if c.EventID.Header != "" && c.EventID.IgnoreScheme {
+		bad("event_id.ignore_scheme", "does not go with event_id.header (the header is the event id)")
 	}
 	for j, f := range c.EventID.Fields {
 		if f == "" {
@@ -281,7 +292,7 @@ func (c Config) validatePreset() []error {
 	if c.Signature.Scheme != "" || len(c.Signature.Secrets) > 0 {
 		bad("signature", "is set by preset %s; put its keys under platform", c.Preset)
 	}
-	if len(c.EventID.Fields) > 0 || c.BusinessKey != "" {
+	if len(c.EventID.Fields) > 0 || c.EventID.Header != "" || c.BusinessKey != "" {
 		bad("event_id", "and business_key are set by preset %s", c.Preset)
 	}
 	if c.Response.Body != "" {
@@ -333,4 +344,7 @@ func ParseCIDR(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+var (
+	namePattern = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+	validHeader = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+)
