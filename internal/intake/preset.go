@@ -4,21 +4,20 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"callgate/internal/callback"
 	"callgate/internal/platform"
-	"callgate/internal/store"
 )
 
 // presetCallback serves a source with a preset: the platform verifies and
 // reads the request into its callbacks (one, or several for Adyen), each is
 // stored with its normalized event beside the raw body, and the platform's
 // own answer goes back. A request with any unusable callback stores
-// nothing.
+// nothing. If storing fails part way (a 503), the callbacks stored before
+// stay, and the platform's resend finds them as duplicates.
 func (h *Handler) presetCallback(c *gin.Context, src *Source, body []byte, now time.Time) {
 	ctx := c.Request.Context()
 	cbs, err := src.Platform.Read(platform.Request{Header: c.Request.Header, Body: body, Now: now})
@@ -61,30 +60,19 @@ func (h *Handler) presetCallback(c *gin.Context, src *Source, body []byte, now t
 	write(c, src.Platform.Accepted(stored))
 }
 
-// insertAll stores rows concurrently (so they share group commits).
+// insertAll stores rows one after the other, in the request's order, so
+// that the log ids, and per-key processing, follow it (several callbacks
+// in one request are rare: Adyen's JSON webhooks carry one item).
 func (h *Handler) insertAll(ctx context.Context, rows []*callback.Log) ([]platform.Stored, error) {
 	sctx, cancel := context.WithTimeout(ctx, h.StoreTimeout)
 	defer cancel()
 	stored := make([]platform.Stored, len(rows))
-	errs := make([]error, len(rows))
-	insert := func(i int) {
-		var res store.InsertResult
-		res, errs[i] = h.Store.InsertCallback(sctx, rows[i])
-		stored[i] = platform.Stored{LogID: res.ID, Duplicate: res.Duplicate}
-	}
-	if len(rows) == 1 {
-		insert(0)
-	} else {
-		var wg sync.WaitGroup
-		for i := range rows {
-			wg.Go(func() { insert(i) })
-		}
-		wg.Wait()
-	}
-	for _, err := range errs {
+	for i, row := range rows {
+		res, err := h.Store.InsertCallback(sctx, row)
 		if err != nil {
 			return nil, err
 		}
+		stored[i] = platform.Stored{LogID: res.ID, Duplicate: res.Duplicate}
 	}
 	return stored, nil
 }

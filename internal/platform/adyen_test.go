@@ -415,3 +415,24 @@ func TestAdyenHostile(t *testing.T) {
 	p.Settled(t, "adyen", "8816000000000099:AUTHORISATION:true")
 	require.Equal(t, payment.OrderPaid, p.Order(t, "ORD-AD-H").PaymentStatus)
 }
+
+// TestAdyenItemsKeepTheirOrder: the items of one request get log ids in
+// the order they come, so those of one order are processed in that order.
+func TestAdyenItemsKeepTheirOrder(t *testing.T) {
+	p := testenv.StartPlatform(t, "adyen", platform.Config{Secrets: []string{adyenKey}})
+	var items []adyenItem
+	for i := range 8 {
+		it := authorisation(fmt.Sprintf("88160000000005%02d", i), "ORD-AD-ORDER", 100, "false")
+		it.Event = "CAPTURE"
+		items = append(items, it)
+	}
+	a := p.Post(t, "adyen", adyenSigned(adyenKey, items...), jsonHeader())
+	require.Equal(t, http.StatusOK, a.Status, string(a.Body))
+	var events []string
+	require.NoError(t, p.St.DB.Table("callback_log").Where("source = ?", "adyen").Order("id").Pluck("event_id", &events).Error)
+	want := make([]string, len(items))
+	for i, it := range items {
+		want[i] = it.PSP + ":CAPTURE:false"
+	}
+	require.Equal(t, want, events, "log ids follow the items' order")
+}

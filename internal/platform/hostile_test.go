@@ -50,7 +50,7 @@ func TestStripeShopifyHostile(t *testing.T) {
 			return shopify(strings.Repeat(`{"a":`, 100000) + "1" + strings.Repeat("}", 100000))
 		}, 400, ""},
 		{"shopify total as a number", func() (string, []byte, http.Header) {
-			return shopify(`{"id":1,"name":"#1","total_price":25.5}`)
+			return shopify(`{"id":1,"name":"#1","financial_status":"paid","total_price":25.5}`)
 		}, 400, "must be a string or an integer"},
 	}
 	for _, c := range cases {

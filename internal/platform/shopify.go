@@ -11,8 +11,10 @@ import (
 // Shopify (preset shopify): the order resource as JSON, signed with a
 // base64 HMAC-SHA256 of the raw body in X-Shopify-Hmac-Sha256, keyed with
 // the app's client secret. Event id: the X-Shopify-Webhook-Id header (the
-// same on every retry). Topic (X-Shopify-Topic) orders/paid pays; other
-// topics are stored and processed without effect. Order: name (or
+// same on every retry). Topic (X-Shopify-Topic) orders/paid pays, when the
+// signed body's financial_status is paid too (the headers are not
+// signed: a body of an unpaid order under that topic is stored without
+// effect); other topics are stored and processed without effect. Order: name (or
 // order_path); payment: id; amount: total_price in the order's currency,
 // converted to minor units. Keys: secrets (old and new during a rotation:
 // Shopify may keep signing with the old one for up to an hour). Any 2xx
@@ -28,6 +30,7 @@ const (
 	shopifyWebhookHeader = "X-Shopify-Webhook-Id"
 	shopifyTopicHeader   = "X-Shopify-Topic"
 	shopifyTopicPaid     = "orders/paid"
+	shopifyFinancialPaid = "paid"
 )
 
 // ShopifyOrderPathDefault is where the shopify preset reads the order code.
@@ -68,6 +71,12 @@ func (p *shopify) Read(req Request) ([]Callback, error) {
 	}
 	if topic != shopifyTopicPaid {
 		ev := callback.PaymentEvent{Ignored: fmt.Sprintf("shopify topic %q is not %s", topic, shopifyTopicPaid)}
+		return []Callback{{EventID: id, BusinessKey: orderOr(obj, p.orderPath, id), Event: ev}}, nil
+	}
+	// The topic header is not signed: the signed body must say paid too,
+	// or a captured orders/create body re-sent as orders/paid would pay.
+	if fs, _ := obj.Scalar("financial_status"); fs != shopifyFinancialPaid {
+		ev := callback.PaymentEvent{Ignored: fmt.Sprintf("shopify order financial_status %q is not %s", truncate(fs), shopifyFinancialPaid)}
 		return []Callback{{EventID: id, BusinessKey: orderOr(obj, p.orderPath, id), Event: ev}}, nil
 	}
 	ev := callback.PaymentEvent{Status: callback.PaymentSuccess}

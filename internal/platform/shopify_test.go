@@ -56,6 +56,15 @@ func TestShopifyPaysTheOrder(t *testing.T) {
 	require.Contains(t, string(again.Body), `"duplicate":true`)
 	require.Equal(t, 1, p.Callbacks(t, "shopify"))
 
+	// The topic header is not signed: a captured body of an unpaid order
+	// re-sent as orders/paid under a fresh webhook id pays nothing.
+	p.CreateOrder(t, "#1002", 2550)
+	pending := []byte(`{"id":820982911946154509,"name":"#1002","currency":"EUR","total_price":"25.50","financial_status":"pending"}`)
+	require.Equal(t, http.StatusOK, p.Post(t, "shopify", pending, shopifySigned(pending, shopifySecret, "wh-forged", "orders/paid")).Status)
+	row = p.Settled(t, "shopify", "wh-forged")
+	require.Contains(t, p.LastNote(t, row.ID), `financial_status "pending" is not paid`)
+	require.Equal(t, payment.OrderUnpaid, p.Order(t, "#1002").PaymentStatus)
+
 	// Another topic is stored and changes nothing.
 	other := shopifyOrder("#1001", 820982911946154508, "25.50")
 	require.Equal(t, http.StatusOK, p.Post(t, "shopify", other, shopifySigned(other, shopifySecret, "wh-2", "orders/updated")).Status)
