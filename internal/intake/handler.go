@@ -232,14 +232,24 @@ func (h *Handler) newRow(c *gin.Context, src *Source, eventID, key string, body 
 	return row
 }
 
-// refuse answers a refused request in the source's own words (a preset's
-// failure answer), or as fail does.
+// refuse answers a refused request: {"error": reason}, or a preset's
+// failure answer in the platform's words; the log line carries the detail
+// and the trace id.
 func (h *Handler) refuse(c *gin.Context, src *Source, status int, reason string, cause error) {
+	ctx := c.Request.Context()
+	attrs := []any{"status", status, "source", c.Param("source"), "reason", reason}
+	if cause != nil {
+		attrs = append(attrs, "error", cause.Error())
+	}
+	if status >= 500 {
+		h.Log.ErrorContext(ctx, "intake: request refused", attrs...)
+	} else {
+		h.Log.WarnContext(ctx, "intake: request refused", attrs...)
+	}
 	if src == nil || src.Platform == nil {
-		h.fail(c, status, reason, cause)
+		WriteError(c, status, reason)
 		return
 	}
-	h.logRefusal(c, status, reason, cause)
 	write(c, src.Platform.Refused(status, reason))
 	c.Abort()
 }
@@ -252,26 +262,6 @@ func write(c *gin.Context, a platform.Answer) {
 		return
 	}
 	c.Data(a.Status, a.ContentType, a.Body)
-}
-
-// fail answers {"error": reason} and logs the detail with the trace id.
-func (h *Handler) fail(c *gin.Context, status int, reason string, cause error) {
-	h.logRefusal(c, status, reason, cause)
-	WriteError(c, status, reason)
-}
-
-// logRefusal logs a refused request with its trace id.
-func (h *Handler) logRefusal(c *gin.Context, status int, reason string, cause error) {
-	ctx := c.Request.Context()
-	attrs := []any{"status", status, "source", c.Param("source"), "reason", reason}
-	if cause != nil {
-		attrs = append(attrs, "error", cause.Error())
-	}
-	if status >= 500 {
-		h.Log.ErrorContext(ctx, "intake: request refused", attrs...)
-	} else {
-		h.Log.WarnContext(ctx, "intake: request refused", attrs...)
-	}
 }
 
 // WriteError writes the JSON error body every endpoint uses.

@@ -129,6 +129,16 @@ func loadShipped(t *testing.T) (*config.Config, error) {
 	return config.Load(filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml"), kinds.Names())
 }
 
+// unsetEnv unsets the variables for the test; t.Setenv restores them
+// after it.
+func unsetEnv(t *testing.T, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		t.Setenv(n, "")
+		os.Unsetenv(n)
+	}
+}
+
 // shippedSource is the shipped source name of cfg.
 func shippedSource(t *testing.T, cfg *config.Config, name string) source.Config {
 	t.Helper()
@@ -143,10 +153,7 @@ func shippedSource(t *testing.T, cfg *config.Config, name string) source.Config 
 
 func TestAlipayConfiguration(t *testing.T) {
 	k := rsaTestKeys()[0]
-	for _, v := range []string{"ALIPAY_PUBLIC_KEY", "ALIPAY_PUBLIC_KEY_FILE", "ALIPAY_APP_ID"} {
-		t.Setenv(v, "")
-		os.Unsetenv(v)
-	}
+	unsetEnv(t, "ALIPAY_PUBLIC_KEY", "ALIPAY_PUBLIC_KEY_FILE", "ALIPAY_APP_ID")
 	cfg, err := loadShipped(t)
 	require.NoError(t, err)
 	require.True(t, shippedSource(t, cfg, "alipay").Disabled(), "without its key the alipay source is disabled")

@@ -114,11 +114,12 @@ func (p *kuaidi100) Read(req Request) ([]Callback, error) {
 	if err := p.verifier.Verify(param, form["sign"]); err != nil {
 		return nil, err
 	}
-	if err := callback.CheckJSONShape([]byte(param)); err != nil {
+	raw := []byte(param)
+	if err := callback.CheckJSONShape(raw); err != nil {
 		return nil, badRequest("param: %v", err)
 	}
 	var push kuaidi100Push
-	if err := json.Unmarshal([]byte(param), &push); err != nil {
+	if err := json.Unmarshal(raw, &push); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
 			return nil, badRequest("param: %s has the wrong JSON type", te.Field)

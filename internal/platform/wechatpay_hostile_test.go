@@ -192,10 +192,7 @@ func TestWeChatPayConfiguration(t *testing.T) {
 	k := rsaTestKeys()
 	vars := []string{"WECHATPAY_APIV3_KEY", "WECHATPAY_PUBLIC_KEY_ID", "WECHATPAY_PUBLIC_KEY", "WECHATPAY_PLATFORM_CERTS"}
 	for _, v := range vars {
-		for _, name := range []string{v, v + "_FILE"} {
-			t.Setenv(name, "")
-			os.Unsetenv(name)
-		}
+		unsetEnv(t, v, v+"_FILE")
 	}
 	cfg, err := loadShipped(t)
 	require.NoError(t, err)
