@@ -25,6 +25,25 @@ type Handler interface {
 	Handle(ctx context.Context, tx *gorm.DB, cb *Log, out Outbox) error
 }
 
+// BatchHandler is a Handler that can also process several callbacks of its
+// kind at once, inside a batch's transaction, in a constant number of
+// statements rather than a few per callback: read and lock every row the
+// batch touches with one statement, decide each callback in id order on
+// what it read (a later callback of the batch sees the earlier ones'
+// effects), and write the changes with one statement per table.
+//
+// HandleBatch must give each callback the outcome Handle would give it if
+// the callbacks ran one after the other: it returns one error per callback
+// (nil, NoEffect, or a failure), and writes the notifications of cbs[i]
+// through outs[i]. Any failure, of a callback or of a statement, makes the
+// worker roll the whole batch back and run each callback alone through
+// Handle, so a handler may stop at its first failure, and it never records
+// anything Handle would not have.
+type BatchHandler interface {
+	Handler
+	HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*Log, outs []Outbox) []error
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, tx *gorm.DB, cb *Log, out Outbox) error
 

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -52,7 +53,7 @@ type Payload = callback.PaymentEvent
 // Handler processes payment callbacks.
 type Handler struct{}
 
-var _ callback.Handler = Handler{}
+var _ callback.BatchHandler = Handler{}
 
 // Errors operators see in last_error.
 var (
@@ -63,61 +64,199 @@ var (
 
 // Handle implements callback.Handler.
 func (Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
-	var p Payload
-	if err := callback.DecodePayload(cb.Event(), &p); err != nil {
+	p, err := event(cb)
+	if err != nil {
 		return err
 	}
-	if p.Ignored != "" {
-		return callback.NoEffect(p.Ignored)
-	}
-	if p.OrderCode == "" || p.PaymentNo == "" {
-		return callback.Permanentf("invalid payload: orderCode and paymentNo are required")
-	}
-	if p.Status != callback.PaymentSuccess && p.Status != callback.PaymentFailed {
-		return callback.Permanentf("invalid payload: status %q is not SUCCESS or FAILED", p.Status)
-	}
-
 	// Plain statements rather than gorm's model methods: this handler runs
 	// for every payment, and each statement costs the worker and the
 	// database the same whatever builds it, plus what gorm adds.
 	db := tx.WithContext(ctx)
-	var found []Order
-	err := db.Raw(`SELECT order_code, user_id, amount, payment_status, payment_no, paid_at FROM orders WHERE order_code = ? FOR UPDATE`,
-		p.OrderCode).Scan(&found).Error
+	orders, err := lockOrders(db, []string{p.OrderCode})
 	if err != nil {
-		return fmt.Errorf("error loading order %s: %w", p.OrderCode, err)
+		return err
 	}
-	if len(found) == 0 {
+	o, ok := orders[p.OrderCode]
+	if !ok {
 		return callback.Permanent(ErrOrderNotFound)
 	}
-	o := found[0]
-	if p.Amount != o.Amount {
-		return callback.Permanent(fmt.Errorf("%w: callback %d, order %d", ErrAmountMismatch, p.Amount, o.Amount))
+	changed, err := apply(o, p, cb)
+	if err != nil || !changed {
+		return err
 	}
+	if err := writeOrders(db, []*Order{o}); err != nil {
+		return err
+	}
+	return notify(ctx, out, o)
+}
 
+// HandleBatch implements callback.BatchHandler: one statement locks the
+// batch's orders, one writes those that changed, whatever the batch's size.
+func (Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log, outs []callback.Outbox) []error {
+	errs := make([]error, len(cbs))
+	events := make([]*Payload, len(cbs))
+	codes := make([]string, 0, len(cbs))
+	for i, cb := range cbs {
+		p, err := event(cb)
+		if err != nil {
+			errs[i] = err
+			if _, ok := callback.AsNoEffect(err); !ok {
+				return errs
+			}
+			continue
+		}
+		events[i] = &p
+		codes = append(codes, p.OrderCode)
+	}
+	db := tx.WithContext(ctx)
+	orders, err := lockOrders(db, codes)
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	var changed []*Order
+	seen := map[string]bool{}
+	paid := make([]bool, len(cbs))
+	for i, p := range events {
+		if p == nil {
+			continue
+		}
+		o, ok := orders[p.OrderCode]
+		if !ok {
+			errs[i] = callback.Permanent(ErrOrderNotFound)
+			return errs
+		}
+		c, err := apply(o, *p, cbs[i])
+		if err != nil {
+			errs[i] = err
+			return errs
+		}
+		if c && !seen[o.OrderCode] {
+			seen[o.OrderCode] = true
+			changed = append(changed, o)
+		}
+		paid[i] = c && o.PaymentStatus == OrderPaid
+	}
+	if err := writeOrders(db, changed); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	for i, p := range events {
+		if paid[i] {
+			if err := notify(ctx, outs[i], orders[p.OrderCode]); err != nil {
+				errs[i] = err
+				return errs
+			}
+		}
+	}
+	return errs
+}
+
+// event decodes and checks a callback's payment event.
+func event(cb *callback.Log) (Payload, error) {
+	var p Payload
+	if err := callback.DecodePayload(cb.Event(), &p); err != nil {
+		return p, err
+	}
+	if p.Ignored != "" {
+		return p, callback.NoEffect(p.Ignored)
+	}
+	if p.OrderCode == "" || p.PaymentNo == "" {
+		return p, callback.Permanentf("invalid payload: orderCode and paymentNo are required")
+	}
+	if p.Status != callback.PaymentSuccess && p.Status != callback.PaymentFailed {
+		return p, callback.Permanentf("invalid payload: status %q is not SUCCESS or FAILED", p.Status)
+	}
+	return p, nil
+}
+
+// apply decides what payment p does to order o, and does it to o: whether
+// o changed, or why p cannot be applied.
+func apply(o *Order, p Payload, cb *callback.Log) (bool, error) {
+	if p.Amount != o.Amount {
+		return false, callback.Permanent(fmt.Errorf("%w: callback %d, order %d", ErrAmountMismatch, p.Amount, o.Amount))
+	}
 	if o.PaymentStatus == OrderPaid {
 		if o.PaymentNo != nil && *o.PaymentNo == p.PaymentNo {
-			return nil // the same payment again: already applied
+			return false, nil // the same payment again: already applied
 		}
 		if p.Status == callback.PaymentFailed {
-			return nil // a failed attempt of another payment changes nothing
+			return false, nil // a failed attempt of another payment changes nothing
 		}
-		return callback.Permanent(ErrPaidByAnother)
+		return false, callback.Permanent(ErrPaidByAnother)
 	}
-
 	if p.Status == callback.PaymentFailed {
-		return db.Exec(`UPDATE orders SET payment_status = ? WHERE order_code = ?`, OrderPaymentFailed, o.OrderCode).Error
+		o.PaymentStatus = OrderPaymentFailed
+		return true, nil
 	}
-
 	paidAt := cb.ReceivedAt
 	if p.PaidAt != nil && !p.PaidAt.IsZero() {
 		paidAt = *p.PaidAt
 	}
-	err = db.Exec(`UPDATE orders SET payment_status = ?, payment_no = ?, paid_at = ? WHERE order_code = ?`,
-		OrderPaid, p.PaymentNo, paidAt.UTC(), o.OrderCode).Error
-	if err != nil {
-		return fmt.Errorf("error marking order %s paid: %w", p.OrderCode, err)
+	paidAt = paidAt.UTC()
+	no := p.PaymentNo
+	o.PaymentStatus, o.PaymentNo, o.PaidAt = OrderPaid, &no, &paidAt
+	return true, nil
+}
+
+// lockOrders reads and locks the orders of codes, by code.
+func lockOrders(db *gorm.DB, codes []string) (map[string]*Order, error) {
+	out := make(map[string]*Order, len(codes))
+	if len(codes) == 0 {
+		return out, nil
 	}
+	var found []Order
+	err := db.Raw(`SELECT order_code, user_id, amount, payment_status, payment_no, paid_at FROM orders WHERE order_code IN ? FOR UPDATE`,
+		codes).Scan(&found).Error
+	if err != nil {
+		return nil, fmt.Errorf("error loading orders: %w", err)
+	}
+	for i := range found {
+		out[found[i].OrderCode] = &found[i]
+	}
+	return out, nil
+}
+
+// writeOrders stores the payment columns of orders in one statement.
+func writeOrders(db *gorm.DB, orders []*Order) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	var q strings.Builder
+	args := make([]any, 0, 7*len(orders))
+	q.WriteString("UPDATE orders SET payment_status = CASE order_code")
+	for _, o := range orders {
+		q.WriteString(" WHEN ? THEN ?")
+		args = append(args, o.OrderCode, o.PaymentStatus)
+	}
+	q.WriteString(" END, payment_no = CASE order_code")
+	for _, o := range orders {
+		q.WriteString(" WHEN ? THEN ?")
+		args = append(args, o.OrderCode, o.PaymentNo)
+	}
+	q.WriteString(" END, paid_at = CASE order_code")
+	for _, o := range orders {
+		q.WriteString(" WHEN ? THEN ?")
+		args = append(args, o.OrderCode, o.PaidAt)
+	}
+	q.WriteString(" END WHERE order_code IN ?")
+	codes := make([]string, len(orders))
+	for i, o := range orders {
+		codes[i] = o.OrderCode
+	}
+	args = append(args, codes)
+	if err := db.Exec(q.String(), args...).Error; err != nil {
+		return fmt.Errorf("error updating orders: %w", err)
+	}
+	return nil
+}
+
+// notify writes a paid order's notifications: ship it, add the points.
+func notify(ctx context.Context, out callback.Outbox, o *Order) error {
 	if err := out.Add(ctx, callback.Message{RoutingKey: RoutingWarehouseShip, Payload: map[string]any{"orderCode": o.OrderCode}}); err != nil {
 		return err
 	}

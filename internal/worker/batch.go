@@ -127,16 +127,16 @@ func (p *Processor) runBatch(workCtx context.Context, ids []int64) (*batchRun, e
 		if err != nil {
 			return err
 		}
+		notes, rows, err := p.runHandlers(txCtx, tx, runnable, r.started)
+		if err != nil {
+			return err
+		}
+		r.rows = rows
 		attempts := make([]callback.Attempt, 0, len(runnable))
 		for i := range runnable {
 			cb := &runnable[i]
-			rows, note, err := p.runHandler(txCtx, tx, cb, r.started)
-			if err != nil {
-				return &batchAbort{logID: cb.ID, err: err}
-			}
-			r.rows = append(r.rows, rows...)
 			attempts = append(attempts, callback.Attempt{LogID: cb.ID, Attempt: cb.Attempts + 1, StartedAt: r.started,
-				Outcome: callback.OutcomeSuccess, WorkerID: p.WorkerID, Note: note})
+				Outcome: callback.OutcomeSuccess, WorkerID: p.WorkerID, Note: notes[i]})
 		}
 		// The outbox rows last before the statuses: their created_at (the
 		// database's clock) is as close to the commit as it gets.
@@ -214,6 +214,73 @@ func (p *Processor) claimBatch(ctx context.Context, tx *store.Tx, claimed []call
 		}
 	}
 	return runnable, nil
+}
+
+// runHandlers runs the handlers of runnable (in id order) in the batch's
+// transaction and returns each callback's note and every outbox row, in id
+// order. A kind whose handler is a callback.BatchHandler handles all its
+// callbacks of the batch in one call; any other kind one callback at a
+// time. The first failure ends the batch (a batchAbort).
+func (p *Processor) runHandlers(txCtx context.Context, tx *store.Tx, runnable []callback.Log, started time.Time) ([]*string, []outbox.Row, error) {
+	notes := make([]*string, len(runnable))
+	rows := make([][]outbox.Row, len(runnable))
+	var kinds []string
+	byKind := map[string][]int{}
+	for i := range runnable {
+		k := runnable[i].Kind
+		if byKind[k] == nil {
+			kinds = append(kinds, k)
+		}
+		byKind[k] = append(byKind[k], i)
+	}
+	for _, kind := range kinds {
+		idx := byKind[kind]
+		h, _ := p.Registry.Handler(kind)
+		if bh, ok := h.(callback.BatchHandler); ok && len(idx) > 1 {
+			if err := p.runBatchHandler(txCtx, tx, bh, runnable, idx, started, notes, rows); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		for _, i := range idx {
+			r, note, err := p.runHandler(txCtx, tx, &runnable[i], started)
+			if err != nil {
+				return nil, nil, &batchAbort{logID: runnable[i].ID, err: err}
+			}
+			rows[i], notes[i] = r, note
+		}
+	}
+	return notes, slices.Concat(rows...), nil
+}
+
+// runBatchHandler runs h over the callbacks runnable[idx...] of its kind
+// with one call, each callback in its own span and with its own outbox
+// writer, and fills their notes and rows.
+func (p *Processor) runBatchHandler(txCtx context.Context, tx *store.Tx, h callback.BatchHandler, runnable []callback.Log, idx []int,
+	started time.Time, notes []*string, rows [][]outbox.Row) error {
+	cbs := make([]*callback.Log, len(idx))
+	outs := make([]callback.Outbox, len(idx))
+	writers := make([]*outbox.Writer, len(idx))
+	for j, i := range idx {
+		cb := &runnable[i]
+		spanCtx, end := p.Tracing.StartFromTraceParent(txCtx, traceParentOf(cb), "callgate.process")
+		defer end()
+		cbs[j] = cb
+		writers[j] = outbox.NewWriter(p.Store, tx, p.Exchange, cb, tracing.TraceParent(spanCtx), started)
+		outs[j] = writers[j]
+	}
+	errs := safeHandleBatch(txCtx, h, tx, cbs, outs)
+	for j, i := range idx {
+		note, err := noteOf(errs[j])
+		if err != nil {
+			return &batchAbort{logID: runnable[i].ID, err: err}
+		}
+		notes[i], rows[i] = note, writers[j].Rows()
+	}
+	if err := txCtx.Err(); err != nil {
+		return &batchAbort{logID: runnable[idx[0]].ID, err: fmt.Errorf("handlers timed out after %s: %w", p.HandlerTimeout, err)}
+	}
+	return nil
 }
 
 // runHandler runs cb's handler in the batch's transaction, within

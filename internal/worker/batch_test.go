@@ -121,3 +121,127 @@ func TestOldSingleIDAnnouncementIsProcessed(t *testing.T) {
 	st.WaitStatus(t, ids[0], callback.StatusSuccess)
 	st.WaitStatus(t, ids[1], callback.StatusSuccess)
 }
+
+// storeBodies stores payment callbacks with the given keys and bodies, in
+// this order, without announcing them, and returns their ids.
+func storeBodies(t *testing.T, st *testenv.TestStore, tag string, keys []string, bodies []string) []int64 {
+	t.Helper()
+	ids := make([]int64, len(bodies))
+	for i, body := range bodies {
+		res, err := st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: fmt.Sprintf("%s-%d", tag, i),
+			BusinessKey: keys[i], Payload: []byte(body), TraceID: fmt.Sprintf("%032x", i+1), ReceivedAt: time.Now()})
+		require.NoError(t, err)
+		ids[i] = res.ID
+	}
+	return ids
+}
+
+func payBody(order, paymentNo string, amount int64, status, paidAt string) string {
+	return fmt.Sprintf(`{"orderCode":%q,"paymentNo":%q,"amount":%d,"status":%q,"paidAt":%q}`, order, paymentNo, amount, status, paidAt)
+}
+
+// TestBatchPaymentsDecidedAsOneByOne: the payment handler decides a whole
+// batch with one read and one write of orders. Several callbacks of one
+// order in the batch see each other's effects in id order, exactly as one
+// transaction per callback would: a failed payment then a successful one,
+// a resend of an applied payment (no change, no notification), a failed
+// attempt after the payment (no change), a notification without effect
+// (its note recorded). No fallback: the batch commits as a whole.
+func TestBatchPaymentsDecidedAsOneByOne(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast)
+	st := testenv.Store(t, cfg)
+	down := testenv.Downstream(t, cfg)
+	m := metrics.New("worker")
+	o := testenv.CreateOrders(t, cfg, "bpay", 4) // amounts 1000, 1001, 1002, 1003
+	const at = "2026-11-30T10:00:00Z"
+	keys := []string{o[0], o[1], o[1], o[0], o[0], o[2], o[3]}
+	ids := storeBodies(t, st, "bpay", keys, []string{
+		payBody(o[0], "PAY-A", 1000, "SUCCESS", at),
+		payBody(o[1], "PAY-B", 1001, "FAILED", at),
+		payBody(o[1], "PAY-C", 1001, "SUCCESS", "2026-11-30T11:00:00Z"),
+		payBody(o[0], "PAY-A", 1000, "SUCCESS", at), // the platform's resend, another event id
+		payBody(o[0], "PAY-X", 1000, "FAILED", at),
+		`{"ignored":"trade status WAIT_BUYER_PAY changes nothing"}`,
+		payBody(o[3], "PAY-D", 1003, "SUCCESS", at),
+	})
+	testenv.StartWorker(t, cfg, worker.Options{Metrics: m})
+	announceIDs(t, cfg, ids)
+
+	for i, id := range ids {
+		row := st.WaitStatus(t, id, callback.StatusSuccess)
+		require.Equal(t, 1, row.Attempts, "callback %d", i)
+		att := attemptsOf(t, st, id)
+		require.Len(t, att, 1)
+		if i == 5 {
+			require.NotNil(t, att[0].Note)
+			require.Equal(t, "trade status WAIT_BUYER_PAY changes nothing", *att[0].Note)
+		} else {
+			require.Nil(t, att[0].Note, "callback %d", i)
+		}
+	}
+	var orders []payment.Order
+	require.NoError(t, st.DB.Where("order_code IN ?", o).Order("order_code").Find(&orders).Error)
+	require.Len(t, orders, 4)
+	want := []struct {
+		status, no, paidAt string
+	}{{payment.OrderPaid, "PAY-A", at}, {payment.OrderPaid, "PAY-C", "2026-11-30T11:00:00Z"}, {payment.OrderUnpaid, "", ""}, {payment.OrderPaid, "PAY-D", at}}
+	for i, w := range want {
+		got := orders[i]
+		require.Equal(t, w.status, got.PaymentStatus, got.OrderCode)
+		if w.no == "" {
+			require.Nil(t, got.PaymentNo, got.OrderCode)
+			require.Nil(t, got.PaidAt, got.OrderCode)
+			continue
+		}
+		require.Equal(t, w.no, *got.PaymentNo, got.OrderCode)
+		require.Equal(t, w.paidAt, got.PaidAt.UTC().Format(time.RFC3339), got.OrderCode)
+	}
+	var perCallback []struct {
+		CallbackLogID int64
+		N             int
+	}
+	require.NoError(t, st.DB.Raw(`SELECT callback_log_id, COUNT(*) AS n FROM outbox WHERE callback_log_id IN ? GROUP BY callback_log_id ORDER BY callback_log_id`, ids).
+		Scan(&perCallback).Error)
+	require.Equal(t, []struct {
+		CallbackLogID int64
+		N             int
+	}{{ids[0], 2}, {ids[2], 2}, {ids[6], 2}}, perCallback, "notifications only for the callbacks that paid an order")
+	require.Len(t, down.Drain(2*time.Second), 6)
+	require.Zero(t, testutil.CollectAndCount(m.BatchFallbacks), "the batch committed as a whole")
+}
+
+// TestBatchPaymentRefusedInsideTheBatch: the batch handler finds a
+// callback it must refuse (its order was paid, earlier in the same batch,
+// by another payment). The batch rolls back and runs one by one: the
+// refused callback FAILED with the reason, every other SUCCESS with one
+// attempt, and the order keeps the first payment.
+func TestBatchPaymentRefusedInsideTheBatch(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast)
+	st := testenv.Store(t, cfg)
+	m := metrics.New("worker")
+	o := testenv.CreateOrders(t, cfg, "bref", 3)
+	const at = "2026-11-30T10:00:00Z"
+	ids := storeBodies(t, st, "bref", []string{o[0], o[1], o[1], o[2]}, []string{
+		payBody(o[0], "PAY-1", 1000, "SUCCESS", at),
+		payBody(o[1], "PAY-2", 1001, "SUCCESS", at),
+		payBody(o[1], "PAY-3", 1001, "SUCCESS", at),
+		payBody(o[2], "PAY-4", 1002, "SUCCESS", at),
+	})
+	testenv.StartWorker(t, cfg, worker.Options{Metrics: m})
+	announceIDs(t, cfg, ids)
+
+	row := st.WaitStatus(t, ids[2], callback.StatusFailed)
+	require.Equal(t, 1, row.Attempts)
+	require.Contains(t, *row.LastError, payment.ErrPaidByAnother.Error())
+	for _, i := range []int{0, 1, 3} {
+		row := st.WaitStatus(t, ids[i], callback.StatusSuccess)
+		require.Equal(t, 1, row.Attempts, "callback %d", i)
+		require.Len(t, attemptsOf(t, st, ids[i]), 1)
+	}
+	var order payment.Order
+	require.NoError(t, st.DB.Take(&order, "order_code = ?", o[1]).Error)
+	require.Equal(t, "PAY-2", *order.PaymentNo)
+	require.InDelta(t, 1, testutil.ToFloat64(m.BatchFallbacks.WithLabelValues("handler")), 0)
+}
