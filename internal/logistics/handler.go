@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -42,7 +43,7 @@ type Payload = callback.CarrierEvent
 // Handler processes logistics callbacks.
 type Handler struct{}
 
-var _ callback.Handler = Handler{}
+var _ callback.BatchHandler = Handler{}
 
 // insertEventSQL is a no-op for a (waybill_no, seq) already recorded; rows
 // affected tells which happened.
@@ -57,7 +58,11 @@ const insertEventSQL = `INSERT INTO shipment_events (waybill_no, seq, status, lo
 // An event without an order code (a carrier that does not know it) leaves
 // the shipment's order code as it is; one with a code fills a missing one.
 const upsertShipmentSQL = `INSERT INTO shipments (waybill_no, order_code, status, last_seq, updated_at)
- VALUES (?, ?, ?, ?, ?)
+ VALUES (?, ?, ?, ?, ?)` + upsertShipmentUpdate
+
+// upsertShipmentUpdate is upsertShipmentSQL's update, also of the batch's
+// multi-row upsert (rows apply in order, each seeing the ones before).
+const upsertShipmentUpdate = `
  ON DUPLICATE KEY UPDATE
    order_code = COALESCE(order_code, VALUES(order_code)),
    status = IF(VALUES(last_seq) > last_seq, VALUES(status), status),
@@ -66,22 +71,12 @@ const upsertShipmentSQL = `INSERT INTO shipments (waybill_no, order_code, status
 
 // Handle implements callback.Handler.
 func (Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
-	var p Payload
-	if err := callback.DecodePayload(cb.Event(), &p); err != nil {
+	p, err := event(cb)
+	if err != nil {
 		return err
 	}
-	if p.WaybillNo == "" {
-		return callback.Permanentf("invalid payload: waybillNo is required")
-	}
-	if !validStatus[p.Status] {
-		return callback.Permanentf("invalid payload: unknown status %q", p.Status)
-	}
-	occurred := p.OccurredAt
-	if occurred.IsZero() {
-		occurred = cb.ReceivedAt
-	}
 	db := tx.WithContext(ctx)
-	res := db.Exec(insertEventSQL, p.WaybillNo, p.Seq, p.Status, p.Location, occurred.UTC())
+	res := db.Exec(insertEventSQL, p.WaybillNo, p.Seq, p.Status, p.Location, p.OccurredAt.UTC())
 	if res.Error != nil {
 		return fmt.Errorf("error recording shipment event: %w", res.Error)
 	}
@@ -107,6 +102,188 @@ func (Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out ca
 			p.OrderCode = known.String
 		}
 	}
+	return notify(ctx, out, p)
+}
+
+// HandleBatch implements callback.BatchHandler in four statements whatever
+// the batch's size: which events were recorded before, record the new ones,
+// read and lock their shipments, and move the shipments with one multi-row
+// upsert, whose rows MariaDB applies in order exactly as one statement per
+// event would.
+func (Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log, outs []callback.Outbox) []error {
+	errs := make([]error, len(cbs))
+	fail := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	events := make([]Payload, len(cbs))
+	for i, cb := range cbs {
+		p, err := event(cb)
+		if err != nil {
+			errs[i] = err
+			return errs
+		}
+		events[i] = p
+	}
+	db := tx.WithContext(ctx)
+	recorded, err := recordedEvents(db, events)
+	if err != nil {
+		return fail(err)
+	}
+	// An event is new unless recorded before or earlier in the batch.
+	fresh := make([]bool, len(events))
+	var newEvents []Payload
+	for i, p := range events {
+		k := eventKey{p.WaybillNo, p.Seq}
+		if !recorded[k] {
+			recorded[k] = true
+			fresh[i] = true
+			newEvents = append(newEvents, p)
+		}
+	}
+	if len(newEvents) == 0 {
+		return errs
+	}
+	var q strings.Builder
+	args := make([]any, 0, 5*len(newEvents))
+	q.WriteString(`INSERT INTO shipment_events (waybill_no, seq, status, location, occurred_at) VALUES `)
+	for i, p := range newEvents {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString("(?, ?, ?, ?, ?)")
+		args = append(args, p.WaybillNo, p.Seq, p.Status, p.Location, p.OccurredAt.UTC())
+	}
+	q.WriteString(` ON DUPLICATE KEY UPDATE id = id`)
+	res := db.Exec(q.String(), args...)
+	if res.Error != nil {
+		return fail(fmt.Errorf("error recording shipment events: %w", res.Error))
+	}
+	if res.RowsAffected != int64(len(newEvents)) {
+		// Another transaction recorded one of them meanwhile: let each
+		// callback run alone.
+		return fail(fmt.Errorf("recorded %d of %d new shipment events", res.RowsAffected, len(newEvents)))
+	}
+	known, err := lockShipments(db, newEvents)
+	if err != nil {
+		return fail(err)
+	}
+	q.Reset()
+	args = args[:0]
+	now := time.Now().UTC()
+	q.WriteString(`INSERT INTO shipments (waybill_no, order_code, status, last_seq, updated_at) VALUES `)
+	for i, p := range newEvents {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString("(?, ?, ?, ?, ?)")
+		var orderCode *string
+		if p.OrderCode != "" {
+			orderCode = &p.OrderCode
+		}
+		args = append(args, p.WaybillNo, orderCode, p.Status, p.Seq, now)
+	}
+	q.WriteString(upsertShipmentUpdate)
+	if err := db.Exec(q.String(), args...).Error; err != nil {
+		return fail(fmt.Errorf("error updating shipments: %w", err))
+	}
+	// Each event's order code, as the shipment knew it after that event.
+	for i := range events {
+		if !fresh[i] {
+			continue
+		}
+		p := events[i]
+		if p.OrderCode == "" {
+			p.OrderCode = known[p.WaybillNo]
+		} else if known[p.WaybillNo] == "" {
+			known[p.WaybillNo] = p.OrderCode
+		}
+		if err := notify(ctx, outs[i], p); err != nil {
+			errs[i] = err
+			return errs
+		}
+	}
+	return errs
+}
+
+// event decodes and checks a callback's carrier event.
+func event(cb *callback.Log) (Payload, error) {
+	var p Payload
+	if err := callback.DecodePayload(cb.Event(), &p); err != nil {
+		return p, err
+	}
+	if p.WaybillNo == "" {
+		return p, callback.Permanentf("invalid payload: waybillNo is required")
+	}
+	if !validStatus[p.Status] {
+		return p, callback.Permanentf("invalid payload: unknown status %q", p.Status)
+	}
+	if p.OccurredAt.IsZero() {
+		p.OccurredAt = cb.ReceivedAt
+	}
+	return p, nil
+}
+
+type eventKey struct {
+	waybill string
+	seq     int64
+}
+
+// recordedEvents returns which of events' (waybill, seq) are recorded.
+func recordedEvents(db *gorm.DB, events []Payload) (map[eventKey]bool, error) {
+	var q strings.Builder
+	args := make([]any, 0, 2*len(events))
+	q.WriteString(`SELECT waybill_no, seq FROM shipment_events WHERE (waybill_no, seq) IN (`)
+	for i, p := range events {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString("(?, ?)")
+		args = append(args, p.WaybillNo, p.Seq)
+	}
+	q.WriteString(`) FOR UPDATE`)
+	var rows []struct {
+		WaybillNo string
+		Seq       int64
+	}
+	if err := db.Raw(q.String(), args...).Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("error reading shipment events: %w", err)
+	}
+	out := make(map[eventKey]bool, len(events))
+	for _, r := range rows {
+		out[eventKey{r.WaybillNo, r.Seq}] = true
+	}
+	return out, nil
+}
+
+// lockShipments reads and locks the shipments of events and returns their
+// known order codes, by waybill.
+func lockShipments(db *gorm.DB, events []Payload) (map[string]string, error) {
+	waybills := make([]string, 0, len(events))
+	for _, p := range events {
+		waybills = append(waybills, p.WaybillNo)
+	}
+	var rows []struct {
+		WaybillNo string
+		OrderCode sql.NullString
+	}
+	err := db.Raw(`SELECT waybill_no, order_code FROM shipments WHERE waybill_no IN ? FOR UPDATE`, waybills).Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("error reading shipments: %w", err)
+	}
+	out := make(map[string]string, len(rows))
+	for _, r := range rows {
+		if r.OrderCode.Valid {
+			out[r.WaybillNo] = r.OrderCode.String
+		}
+	}
+	return out, nil
+}
+
+// notify writes an applied event's notifications.
+func notify(ctx context.Context, out callback.Outbox, p Payload) error {
 	update := map[string]any{"waybillNo": p.WaybillNo, "seq": p.Seq, "status": p.Status}
 	if p.OrderCode != "" {
 		update["orderCode"] = p.OrderCode

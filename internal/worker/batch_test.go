@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -244,4 +246,108 @@ func TestBatchPaymentRefusedInsideTheBatch(t *testing.T) {
 	require.NoError(t, st.DB.Take(&order, "order_code = ?", o[1]).Error)
 	require.Equal(t, "PAY-2", *order.PaymentNo)
 	require.InDelta(t, 1, testutil.ToFloat64(m.BatchFallbacks.WithLabelValues("handler")), 0)
+}
+
+// carrierRun stores a sequence of carrier events that exercises every rule
+// of the logistics handler, processes it as one announcement with the
+// given batch size, and returns the shipments and each callback's
+// notifications (waybills without the run's tag).
+func carrierRun(t *testing.T, batchSize int) (shipments []string, notes []string) {
+	t.Helper()
+	cfg := testenv.Config(t, fast, func(c *config.Config) { c.Worker.BatchSize = batchSize })
+	st := testenv.Store(t, cfg)
+	m := metrics.New("worker")
+	tag := fmt.Sprintf("wb%d", batchSize)
+	w := func(n int) string { return fmt.Sprintf("%s-%d", tag, n) }
+	type ev struct {
+		waybill, order string
+		seq            int
+		status         string
+	}
+	evs := []ev{
+		{w(1), "ORD-X", 1, "PICKED_UP"},
+		{w(1), "", 2, "IN_TRANSIT"},      // the order comes from the shipment
+		{w(1), "ORD-X", 1, "PICKED_UP"},  // the carrier's resend: nothing
+		{w(2), "", 5, "DELIVERED"},       // no order known: no order.delivered
+		{w(2), "", 3, "IN_TRANSIT"},      // late: recorded, the status stays
+		{w(2), "ORD-Y", 6, "DELIVERED"},  // brings the order code
+		{w(3), "ORD-Z", 1, "IN_TRANSIT"}, // recorded before this run
+		{w(1), "", 4, "DELIVERED"},
+	}
+	_, err := st.SQL.Exec(`INSERT INTO shipment_events (waybill_no, seq, status, occurred_at) VALUES (?, 1, 'IN_TRANSIT', NOW(6))`, w(3))
+	require.NoError(t, err)
+	ids := make([]int64, len(evs))
+	for i, e := range evs {
+		res, err := st.InsertCallback(t.Context(), &callback.Log{Source: "shipdemo", Kind: "logistics", EventID: fmt.Sprintf("%s-%d", tag, i),
+			BusinessKey: e.waybill, Payload: testenv.ShipmentBody(e.waybill, e.order, e.seq, e.status),
+			TraceID: fmt.Sprintf("%032x", i+1), ReceivedAt: time.Now()})
+		require.NoError(t, err)
+		ids[i] = res.ID
+	}
+	testenv.StartWorker(t, cfg, worker.Options{Metrics: m})
+	body, err := json.Marshal(map[string][]int64{"log_ids": ids})
+	require.NoError(t, err)
+	testenv.Publish(t, cfg, "logistics", string(body))
+	for _, id := range ids {
+		row := st.WaitStatus(t, id, callback.StatusSuccess)
+		require.Equal(t, 1, row.Attempts)
+	}
+	require.Zero(t, testutil.CollectAndCount(m.BatchFallbacks), "no fallback")
+
+	var rows []struct {
+		WaybillNo string
+		OrderCode *string
+		Status    string
+		LastSeq   int
+	}
+	require.NoError(t, st.DB.Raw(`SELECT waybill_no, order_code, status, last_seq FROM shipments WHERE waybill_no LIKE ? ORDER BY waybill_no`, tag+"-%").
+		Scan(&rows).Error)
+	for _, r := range rows {
+		code := "NULL"
+		if r.OrderCode != nil {
+			code = *r.OrderCode
+		}
+		shipments = append(shipments, fmt.Sprintf("%s %s %s %d", r.WaybillNo[len(tag):], code, r.Status, r.LastSeq))
+	}
+	var events int
+	require.NoError(t, st.DB.Raw(`SELECT COUNT(*) FROM shipment_events WHERE waybill_no LIKE ?`, tag+"-%").Scan(&events).Error)
+	shipments = append(shipments, fmt.Sprintf("%d events", events))
+	var out []struct {
+		CallbackLogID int64
+		RoutingKey    string
+		Payload       string
+	}
+	require.NoError(t, st.DB.Raw(`SELECT callback_log_id, routing_key, payload FROM outbox WHERE callback_log_id IN ? ORDER BY callback_log_id, id`, ids).
+		Scan(&out).Error)
+	for _, o := range out {
+		i := slices.Index(ids, o.CallbackLogID)
+		notes = append(notes, fmt.Sprintf("%d %s %s", i, o.RoutingKey, strings.ReplaceAll(o.Payload, tag, "")))
+	}
+	return shipments, notes
+}
+
+// TestBatchCarrierEventsAsOneByOne: the logistics handler's batch (four
+// statements for the whole batch) leaves the same shipments, records the
+// same events and writes the same notifications as one transaction per
+// callback: a resend and an event recorded before change nothing, a late
+// event is recorded without moving the status back, an order code comes
+// from the shipment when the carrier does not send one, and order.delivered
+// only goes out with a known order.
+func TestBatchCarrierEventsAsOneByOne(t *testing.T) {
+	t.Parallel()
+	oneShipments, oneNotes := carrierRun(t, 1)
+	batchShipments, batchNotes := carrierRun(t, 64)
+	require.Equal(t, []string{"-1 ORD-X DELIVERED 4", "-2 ORD-Y DELIVERED 6", "7 events"}, oneShipments)
+	require.Equal(t, []string{
+		`0 shipment.updated {"orderCode":"ORD-X","seq":1,"status":"PICKED_UP","waybillNo":"-1"}`,
+		`1 shipment.updated {"orderCode":"ORD-X","seq":2,"status":"IN_TRANSIT","waybillNo":"-1"}`,
+		`3 shipment.updated {"seq":5,"status":"DELIVERED","waybillNo":"-2"}`,
+		`4 shipment.updated {"seq":3,"status":"IN_TRANSIT","waybillNo":"-2"}`,
+		`5 shipment.updated {"orderCode":"ORD-Y","seq":6,"status":"DELIVERED","waybillNo":"-2"}`,
+		`5 order.delivered {"orderCode":"ORD-Y","waybillNo":"-2"}`,
+		`7 shipment.updated {"orderCode":"ORD-X","seq":4,"status":"DELIVERED","waybillNo":"-1"}`,
+		`7 order.delivered {"orderCode":"ORD-X","waybillNo":"-1"}`,
+	}, oneNotes)
+	require.Equal(t, oneShipments, batchShipments, "shipments: batch as one by one")
+	require.Equal(t, oneNotes, batchNotes, "notifications: batch as one by one")
 }
