@@ -121,7 +121,7 @@ func (s *Store) ClaimCallbackTx(ctx context.Context, tx *Tx, id int64, withPaylo
 // smaller id is still PENDING: cb must then wait its turn.
 func (s *Store) EarlierPendingTx(ctx context.Context, tx *Tx, cb *callback.Log) (bool, error) {
 	var earlier []int64
-	err := s.q(ctx, tx).Raw(`SELECT id FROM callback_log WHERE business_key = ? AND kind = ? AND status = ? AND id < ? LIMIT 1`,
+	err := s.q(ctx, tx).Raw(`SELECT id FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE business_key = ? AND kind = ? AND status = ? AND id < ? LIMIT 1`,
 		cb.BusinessKey, cb.Kind, callback.StatusPending, cb.ID).Scan(&earlier).Error
 	if err != nil {
 		return false, fmt.Errorf("error checking the order of key %q: %w", cb.BusinessKey, translate(err))
@@ -195,9 +195,9 @@ func (s *Store) PushBack(ctx context.Context, id int64, due time.Time) error {
 // other than notID (id, kind and trace id only), or nil.
 func (s *Store) NextPendingOfKey(ctx context.Context, kind, key string, notID int64) (*callback.Log, error) {
 	var next callback.Log
-	err := s.q(ctx, nil).Select("id", "kind", "trace_id").
-		Where("business_key = ? AND kind = ? AND id <> ? AND status = ?", key, kind, notID, callback.StatusPending).
-		Order("id").Limit(1).Find(&next).Error
+	err := s.q(ctx, nil).Raw(`SELECT id, kind, trace_id FROM callback_log FORCE INDEX (ix_callback_log_key)
+		WHERE business_key = ? AND kind = ? AND id <> ? AND status = ? ORDER BY id LIMIT 1`,
+		key, kind, notID, callback.StatusPending).Scan(&next).Error
 	if err != nil {
 		return nil, fmt.Errorf("error finding the next callback of key %q: %w", key, translate(err))
 	}
