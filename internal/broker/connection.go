@@ -35,9 +35,9 @@ type ConnectionConfig struct {
 	// ReconnectMin and ReconnectMax bound the redial backoff (x1.5 per try).
 	ReconnectMin time.Duration
 	ReconnectMax time.Duration
-	// Setup runs on a fresh channel after every (re)connect, to declare the
-	// topology. A failure closes the connection and retries.
-	Setup func(ch *amqp.Channel) error
+	// Setup runs after every (re)connect, to declare the topology on
+	// channels of its own. A failure closes the connection and retries.
+	Setup func(conn *amqp.Connection) error
 	// OnReconnect is called after every successful connect but the first.
 	OnReconnect func()
 }
@@ -125,16 +125,10 @@ func (c *Connection) dial() (*amqp.Connection, error) {
 		return nil, fmt.Errorf("error dialing broker: %w", err)
 	}
 	if c.cfg.Setup != nil {
-		ch, err := conn.Channel()
-		if err != nil {
-			_ = conn.Close()
-			return nil, fmt.Errorf("error opening setup channel: %w", err)
-		}
-		if err := c.cfg.Setup(ch); err != nil {
+		if err := c.cfg.Setup(conn); err != nil {
 			_ = conn.Close()
 			return nil, fmt.Errorf("error declaring topology: %w", err)
 		}
-		_ = ch.Close()
 	}
 	return conn, nil
 }

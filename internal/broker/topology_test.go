@@ -187,9 +187,7 @@ func TestDeclareOnOldDownstreamExchangeKeepsConnecting(t *testing.T) {
 	// Every later connect declares it again without failing.
 	c, err := conn.Current()
 	require.NoError(t, err)
-	ch, err := c.Channel()
-	require.NoError(t, err)
-	require.NoError(t, b.topo.Declare(ch))
+	require.NoError(t, b.topo.Declare(c))
 }
 
 func TestDeclareStillRefusesAnotherDownstreamType(t *testing.T) {
@@ -200,10 +198,54 @@ func TestDeclareStillRefusesAnotherDownstreamType(t *testing.T) {
 	c, err := amqp.Dial(testenv.AMQPURL())
 	require.NoError(t, err)
 	defer c.Close()
+	err = b.topo.Declare(c)
+	require.ErrorContains(t, err, "inequivalent arg 'type'")
+}
+
+// TestUnroutedQueueIsLazy: a fresh classic unrouted queue is lazy (its
+// notifications on disk, not in the broker's memory): RabbitMQ refuses to
+// redeclare it without the argument.
+func TestUnroutedQueueIsLazy(t *testing.T) {
+	t.Parallel()
+	b := setupTopology(t, false)
+	b.connect(t)
+	require.Empty(t, b.logs.warnings(t))
+	c, err := amqp.Dial(testenv.AMQPURL())
+	require.NoError(t, err)
+	defer c.Close()
 	ch, err := c.Channel()
 	require.NoError(t, err)
-	err = b.topo.Declare(ch)
-	require.ErrorContains(t, err, "inequivalent arg 'type'")
+	_, err = ch.QueueDeclare(b.topo.UnroutedQueue(), true, false, false, false, b.topo.QueueArgs())
+	require.ErrorContains(t, err, "inequivalent arg 'x-queue-mode'")
+	require.ErrorContains(t, err, "current is the value 'lazy'")
+}
+
+// TestDeclareKeepsAnOldUnroutedQueue: an unrouted queue declared by an
+// older callgate (not lazy) does not stop the connect: one warning names
+// the policy that makes it lazy, everything else is declared, and the old
+// queue still keeps what no subscriber is bound for.
+func TestDeclareKeepsAnOldUnroutedQueue(t *testing.T) {
+	t.Parallel()
+	b := setupTopology(t, false)
+	_, err := b.admin.Channel().QueueDeclare(b.topo.UnroutedQueue(), true, false, false, false, b.topo.QueueArgs())
+	require.NoError(t, err)
+
+	conn := b.connect(t) // fails after 10 s if the 406 stops the connect
+
+	warns := b.logs.warnings(t)
+	require.Len(t, warns, 1, "one warning for the connect: %v", warns)
+	require.Equal(t, b.topo.UnroutedQueue(), warns[0]["queue"])
+	require.Equal(t, `rabbitmqctl set_policy `+b.topo.Prefix+`-unrouted-lazy '^`+b.topo.Prefix+`[.]downstream[.]unrouted$' `+
+		`'{"queue-mode":"lazy"}' --apply-to queues`, warns[0]["fix"])
+	for _, kind := range kinds.Names() {
+		_, err := b.topo.QueueDepth(conn, kind)
+		require.NoError(t, err, kind)
+	}
+	b.publish(t, "nobody.listens", "m-parked", `{}`)
+	require.Eventually(t, func() bool {
+		n, err := b.topo.UnroutedDepth(conn)
+		return err == nil && n == 1
+	}, 5*time.Second, 50*time.Millisecond, "the old queue keeps unrouted notifications")
 }
 
 // TestUnroutedPolicyFixesOldExchange runs the fix the warning names, as an
