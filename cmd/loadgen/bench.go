@@ -22,13 +22,15 @@ import (
 
 // bench holds what every phase shares.
 type bench struct {
-	o       options
-	runID   string
-	dbName  string
-	dsn     string // the benchmark database, as given (store normalizes it)
-	prefix  string // AMQP prefix
-	dir     string // configs and process logs
-	db      *sql.DB
+	o      options
+	runID  string
+	dbName string
+	dsn    string // the benchmark database, as given (store normalizes it)
+	prefix string // AMQP prefix
+	dir    string // configs and process logs
+	db     *sql.DB
+	// raised: MariaDB settings this run changed, restored by cleanup.
+	raised  []serverSetting
 	amqp    *amqp.Connection
 	secret  string // paydemo's signing secret
 	source  string
@@ -183,9 +185,16 @@ func (b *bench) setup(ctx context.Context, rep *Report) error {
 		return fmt.Errorf("connecting to RabbitMQ: %w", err)
 	}
 
+	if b.o.serverSettings {
+		if err := b.raiseServerSettings(ctx); err != nil {
+			return err
+		}
+	}
 	rep.Machine.MariaDB = b.queryString(ctx, "SELECT VERSION()")
 	rep.Machine.InnoDBFlushLogAtTrxCommit = b.queryString(ctx, "SELECT @@innodb_flush_log_at_trx_commit")
 	rep.Machine.InnoDBBufferPoolMB = b.queryString(ctx, "SELECT @@innodb_buffer_pool_size DIV 1048576")
+	rep.Machine.InnoDBLogFileMB = b.queryString(ctx, "SELECT @@innodb_log_file_size DIV 1048576")
+	rep.Machine.ServerSettingsRaised = len(b.raised) > 0
 	if v, ok := b.amqp.Properties["version"].(string); ok {
 		rep.Machine.RabbitMQ = v
 	}
@@ -467,6 +476,7 @@ func (b *bench) cleanup(failed bool) {
 		b.amqp.Close()
 	}
 	if b.db != nil {
+		b.restoreServerSettings()
 		b.db.Close()
 	}
 	if b.createdDB {

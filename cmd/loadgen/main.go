@@ -37,23 +37,26 @@ import (
 )
 
 type options struct {
-	bin          string
-	config       string
-	jsonPath     string
-	mysqlDSN     string
-	amqpURL      string
-	concurrency  int
-	warmup       time.Duration
-	duration     time.Duration
-	rate         float64 // 0: openRatio x the baseline
-	openRatio    float64
-	openWarmup   time.Duration
-	openDuration time.Duration
-	arrivals     string
-	openMaxConns int
-	openWorker   bool
-	payloadBytes int
-	drainTimeout time.Duration
+	// serverSettings raises MariaDB's buffer pool and redo log for the run
+	// (server.go).
+	serverSettings bool
+	bin            string
+	config         string
+	jsonPath       string
+	mysqlDSN       string
+	amqpURL        string
+	concurrency    int
+	warmup         time.Duration
+	duration       time.Duration
+	rate           float64 // 0: openRatio x the baseline
+	openRatio      float64
+	openWarmup     time.Duration
+	openDuration   time.Duration
+	arrivals       string
+	openMaxConns   int
+	openWorker     bool
+	payloadBytes   int
+	drainTimeout   time.Duration
 	// drain phase: backlog sizes (configured batch size, batch_size 1) and
 	// the longest a drain may take.
 	drainBacklog  int
@@ -115,6 +118,7 @@ func run() int {
 	flag.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run: "+strings.Join(allPhases, ","))
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the gateway over the group-commit phase's measured window to this file (needs the gateway's http.pprof_addr)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the database, the queues and the logs")
+	flag.BoolVar(&o.serverSettings, "server-settings", true, "give MariaDB, for the run, the buffer pool and redo log scripts/services.sh configures when it installs it, if it has less (SET GLOBAL, restored at the end)")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a project target is missed (correctness failures always exit 1)")
 	flag.Parse()
 	if flag.NArg() > 0 {

@@ -11,8 +11,12 @@ import (
 func printReport(w io.Writer, r *Report) {
 	m := r.Machine
 	fmt.Fprintf(w, "\ncallgate benchmark  %s  commit %s\n", m.Date, m.Commit)
-	fmt.Fprintf(w, "machine: %d x %s, %.0f GB, %s, %s; MariaDB %s (innodb_flush_log_at_trx_commit=%s, buffer pool %s MB), RabbitMQ %s\n",
-		m.NProc, m.CPUModel, m.MemoryGB, m.Kernel, m.Go, m.MariaDB, m.InnoDBFlushLogAtTrxCommit, m.InnoDBBufferPoolMB, m.RabbitMQ)
+	raised := ""
+	if m.ServerSettingsRaised {
+		raised = ", raised for the run"
+	}
+	fmt.Fprintf(w, "machine: %d x %s, %.0f GB, %s, %s; MariaDB %s (innodb_flush_log_at_trx_commit=%s, buffer pool %s MB, redo log %s MB%s), RabbitMQ %s\n",
+		m.NProc, m.CPUModel, m.MemoryGB, m.Kernel, m.Go, m.MariaDB, m.InnoDBFlushLogAtTrxCommit, m.InnoDBBufferPoolMB, m.InnoDBLogFileMB, raised, m.RabbitMQ)
 	fmt.Fprintf(w, "command: %s\n", r.Command)
 	fmt.Fprintf(w, "machine busy in the second before the start: %.0f%% of one core\n", m.BusyBeforeStartPct)
 	if b := r.Ratios.BaselinePerSecond; b > 0 {

@@ -19,7 +19,11 @@ type Machine struct {
 	MariaDB                   string  `json:"mariadb"`
 	InnoDBFlushLogAtTrxCommit string  `json:"innodb_flush_log_at_trx_commit"`
 	InnoDBBufferPoolMB        string  `json:"innodb_buffer_pool_mb"`
-	RabbitMQ                  string  `json:"rabbitmq"`
+	InnoDBLogFileMB           string  `json:"innodb_log_file_mb"`
+	// ServerSettingsRaised: the run gave MariaDB a larger buffer pool or
+	// redo log than it had (restored at the end; -server-settings).
+	ServerSettingsRaised bool   `json:"server_settings_raised"`
+	RabbitMQ             string `json:"rabbitmq"`
 	// BusyBeforeStartPct: CPU in use on the machine in the second before
 	// the run (% of one core); high means someone else was busy too.
 	BusyBeforeStartPct float64 `json:"busy_before_start_pct"`
