@@ -94,6 +94,12 @@ func (Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out ca
 // batch's orders, one writes those that changed, whatever the batch's size.
 func (Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log, outs []callback.Outbox) []error {
 	errs := make([]error, len(cbs))
+	fail := func(err error) []error {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
 	events := make([]*Payload, len(cbs))
 	codes := make([]string, 0, len(cbs))
 	for i, cb := range cbs {
@@ -111,10 +117,7 @@ func (Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log
 	db := tx.WithContext(ctx)
 	orders, err := lockOrders(db, codes)
 	if err != nil {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
+		return fail(err)
 	}
 	var changed []*Order
 	seen := map[string]bool{}
@@ -140,10 +143,7 @@ func (Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log
 		paid[i] = c && o.PaymentStatus == OrderPaid
 	}
 	if err := writeOrders(db, changed); err != nil {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
+		return fail(err)
 	}
 	for i, p := range events {
 		if paid[i] {
