@@ -69,8 +69,8 @@ func TestDefaultsAndExpansion(t *testing.T) {
 	require.Equal(t, "callgate", cfg.AMQP.Prefix)
 	require.Equal(t, "classic", cfg.AMQP.QueueType)
 	require.Equal(t, ":8080", cfg.HTTP.Addr)
-	require.Equal(t, 4, cfg.Worker.Kind("payment").Concurrency)
-	require.Equal(t, 4*64, cfg.Worker.Kind("payment").Prefetch, "enough for every slot to gather a full batch")
+	require.Equal(t, 2, cfg.Worker.Kind("payment").Concurrency)
+	require.Equal(t, 2*64, cfg.Worker.Kind("payment").Prefetch, "enough for every slot to gather a full batch")
 }
 
 func TestEnvironmentOverrides(t *testing.T) {
