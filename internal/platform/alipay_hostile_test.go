@@ -22,10 +22,10 @@ import (
 )
 
 func TestAlipayHostile(t *testing.T) {
-	k := rsaTestKeys()[0]
+	k := testenv.RSAKeys()[0]
 	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}})
 	valid := alipayExample().signed(k)
-	sign := signRSA2(k, alipayExample().content())
+	sign := testenv.SignSHA256WithRSA(k, alipayExample().content())
 	form := alipayHeader()
 	jsonCT := http.Header{"Content-Type": {"application/json"}}
 	cases := []struct {
@@ -71,7 +71,7 @@ func TestAlipayHostile(t *testing.T) {
 }
 
 func FuzzAlipayRead(f *testing.F) {
-	k := rsaTestKeys()[0]
+	k := testenv.RSAKeys()[0]
 	p, err := platform.New("alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}, AppID: alipayAppID})
 	require.NoError(f, err)
 	const ct = "application/x-www-form-urlencoded; charset=utf-8"
@@ -115,7 +115,7 @@ func FuzzAlipayRead(f *testing.F) {
 }
 
 func BenchmarkAlipayRead(b *testing.B) {
-	k := rsaTestKeys()[0]
+	k := testenv.RSAKeys()[0]
 	p, err := platform.New("alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}, AppID: alipayAppID})
 	require.NoError(b, err)
 	req := platform.Request{Header: alipayHeader(), Body: alipayExample().signed(k), Now: time.Now()}
@@ -152,7 +152,7 @@ func shippedSource(t *testing.T, cfg *config.Config, name string) source.Config 
 }
 
 func TestAlipayConfiguration(t *testing.T) {
-	k := rsaTestKeys()[0]
+	k := testenv.RSAKeys()[0]
 	unsetEnv(t, "ALIPAY_PUBLIC_KEY", "ALIPAY_PUBLIC_KEY_FILE", "ALIPAY_APP_ID")
 	cfg, err := loadShipped(t)
 	require.NoError(t, err)
@@ -176,7 +176,7 @@ func TestAlipayConfiguration(t *testing.T) {
 
 	// From a mounted file, as PEM: enabled and serving.
 	file := filepath.Join(t.TempDir(), "alipay.pem")
-	require.NoError(t, os.WriteFile(file, []byte(publicPEM(k)), 0o600))
+	require.NoError(t, os.WriteFile(file, []byte(testenv.RSAPublicKeyPEM(k)), 0o600))
 	os.Unsetenv("ALIPAY_PUBLIC_KEY")
 	t.Setenv("ALIPAY_PUBLIC_KEY_FILE", file)
 	cfg, err = loadShipped(t)

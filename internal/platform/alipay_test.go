@@ -85,7 +85,7 @@ func (p alipayParams) body(signType, sign string) []byte {
 
 // signed is the body of p signed RSA2 with k.
 func (p alipayParams) signed(k *rsa.PrivateKey) []byte {
-	return p.body("RSA2", signRSA2(k, p.content()))
+	return p.body("RSA2", testenv.SignSHA256WithRSA(k, p.content()))
 }
 
 // alipayHeader is what Alipay sends with a notification.
@@ -111,12 +111,12 @@ func requireAlipayAnswer(t *testing.T, a testenv.RawAnswer, status int, body, ms
 
 func TestAlipayBuildsTheDocumentedString(t *testing.T) {
 	require.Equal(t, alipayDocumentedContent, string(alipayExample().content()), "the test's parameters are the official example")
-	k := rsaTestKeys()[0]
+	k := testenv.RSAKeys()[0]
 	p, err := platform.New("alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}})
 	require.NoError(t, err)
 	// Signed over the documented string itself: the preset rebuilt it
 	// byte for byte from the form body.
-	body := alipayExample().body("RSA2", signRSA2(k, []byte(alipayDocumentedContent)))
+	body := alipayExample().body("RSA2", testenv.SignSHA256WithRSA(k, []byte(alipayDocumentedContent)))
 	cbs, err := p.Read(platform.Request{Header: alipayHeader(), Body: body, Now: time.Now()})
 	require.NoError(t, err)
 	require.Len(t, cbs, 1)
@@ -127,7 +127,7 @@ func TestAlipayBuildsTheDocumentedString(t *testing.T) {
 }
 
 func TestAlipayPaysTheOrder(t *testing.T) {
-	k := rsaTestKeys()[0]
+	k := testenv.RSAKeys()[0]
 	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}, AppID: alipayAppID})
 	p.CreateOrder(t, alipayOrder, 200)
 	body := alipayExample().signed(k)
@@ -152,8 +152,8 @@ func TestAlipayPaysTheOrder(t *testing.T) {
 }
 
 func TestAlipayPEMKeysDuringARotation(t *testing.T) {
-	old, next := rsaTestKeys()[0], rsaTestKeys()[1]
-	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: publicPEM(old)}, {Key: publicPEM(next)}}})
+	old, next := testenv.RSAKeys()[0], testenv.RSAKeys()[1]
+	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: testenv.RSAPublicKeyPEM(old)}, {Key: testenv.RSAPublicKeyPEM(next)}}})
 	for i, k := range []*rsa.PrivateKey{old, next} {
 		order, notify := []string{"ALI-ROT-OLD", "ALI-ROT-NEW"}[i], []string{"rot-old", "rot-new"}[i]
 		p.CreateOrder(t, order, 12345)
@@ -165,7 +165,7 @@ func TestAlipayPEMKeysDuringARotation(t *testing.T) {
 }
 
 func TestAlipayClosedAndWaiting(t *testing.T) {
-	k := rsaTestKeys()[0]
+	k := testenv.RSAKeys()[0]
 	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}})
 	p.CreateOrder(t, "ALI-CLOSED", 200)
 	closed := alipayExample("out_trade_no", "ALI-CLOSED", "notify_id", "n-closed", "trade_status", "TRADE_CLOSED").signed(k)
@@ -185,11 +185,11 @@ func TestAlipayClosedAndWaiting(t *testing.T) {
 }
 
 func TestAlipayRefusals(t *testing.T) {
-	k, other := rsaTestKeys()[0], rsaTestKeys()[1]
+	k, other := testenv.RSAKeys()[0], testenv.RSAKeys()[1]
 	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}, AppID: alipayAppID})
 	p.CreateOrder(t, alipayOrder, 200)
 	ex := alipayExample()
-	sign := signRSA2(k, ex.content())
+	sign := testenv.SignSHA256WithRSA(k, ex.content())
 	flipped := sign[:10] + map[bool]string{true: "B", false: "A"}[sign[10] == 'A'] + sign[11:]
 	cases := map[string][]byte{
 		"wrong signature": ex.body("RSA2", flipped),
@@ -208,7 +208,7 @@ func TestAlipayRefusals(t *testing.T) {
 }
 
 func TestAlipayReadErrors(t *testing.T) {
-	k := rsaTestKeys()[0]
+	k := testenv.RSAKeys()[0]
 	p, err := platform.New("alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}, AppID: alipayAppID})
 	require.NoError(t, err)
 	read := func(body []byte) error {
@@ -220,9 +220,9 @@ func TestAlipayReadErrors(t *testing.T) {
 		body []byte
 		want string
 	}{
-		"wrong key":     {ex.signed(rsaTestKeys()[1]), "parameter sign: SHA256withRSA: no signature matched"},
-		"sign_type RSA": {ex.body("RSA", signRSA2(k, ex.content())), `sign_type "RSA" is not accepted, only RSA2`},
-		"no sign_type":  {ex.body("", signRSA2(k, ex.content())), "parameter sign_type: missing"},
+		"wrong key":     {ex.signed(testenv.RSAKeys()[1]), "parameter sign: SHA256withRSA: no signature matched"},
+		"sign_type RSA": {ex.body("RSA", testenv.SignSHA256WithRSA(k, ex.content())), `sign_type "RSA" is not accepted, only RSA2`},
+		"no sign_type":  {ex.body("", testenv.SignSHA256WithRSA(k, ex.content())), "parameter sign_type: missing"},
 		"sign garbage":  {ex.body("RSA2", "%%%"), "not standard base64"},
 	}
 	for name, c := range unauth {

@@ -47,13 +47,13 @@ var intakeCases = []intakeCase{
 	}},
 	{"alipay", func(t testing.TB, cfg *config.Config, i int) signedRequest {
 		n := fmt.Sprint(i)
-		body := alipayExample("notify_id", "nid-b-"+n, "out_trade_no", "ORD-B-"+n, "trade_no", "T-B-"+n).signed(rsaTestKeys()[0])
+		body := alipayExample("notify_id", "nid-b-"+n, "out_trade_no", "ORD-B-"+n, "trade_no", "T-B-"+n).signed(testenv.RSAKeys()[0])
 		return signedRequest{body, alipayHeader()}
 	}},
 	{"wechatpay", func(t testing.TB, cfg *config.Config, i int) signedRequest {
 		n := fmt.Sprint(i)
 		body := wechatPaid("EV-B-"+n, "ORD-B-"+n, "TX-B-"+n, "SUCCESS", 1000)
-		return signedRequest{body, wechatSigned(rsaTestKeys()[0], wechatPubKeyID, body, time.Now())}
+		return signedRequest{body, wechatSigned(testenv.RSAKeys()[0], wechatPubKeyID, body, time.Now())}
 	}},
 	{"adyen", func(t testing.TB, cfg *config.Config, i int) signedRequest {
 		n := fmt.Sprint(i)
@@ -73,7 +73,7 @@ func intakePlatforms() []func(*config.Config) {
 	return []func(*config.Config){
 		testenv.WithPlatform("stripe", platform.Config{Secrets: []string{stripeSecret}}),
 		testenv.WithPlatform("shopify", platform.Config{Secrets: []string{shopifySecret}}),
-		testenv.WithPlatform("alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(rsaTestKeys()[0])}}, AppID: alipayAppID}),
+		testenv.WithPlatform("alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(testenv.RSAKeys()[0])}}, AppID: alipayAppID}),
 		testenv.WithPlatform("wechatpay", wechatKeyConfig()),
 		testenv.WithPlatform("adyen", platform.Config{Secrets: []string{adyenKey}}),
 		testenv.WithPlatform("kuaidi100", platform.Config{Secrets: []string{kuaidiSalt}}),

@@ -27,7 +27,7 @@ func wechatEnvelope(id, algorithm, ciphertext, aad, nonce string) []byte {
 }
 
 func TestWeChatPayHostile(t *testing.T) {
-	k := rsaTestKeys()[0]
+	k := testenv.RSAKeys()[0]
 	p := testenv.StartPlatform(t, "wechatpay", wechatKeyConfig())
 	now := time.Now()
 	valid := wechatPaid("EV-HOSTILE", "WX-HOSTILE", "4200000000000000000000000042", "SUCCESS", 100)
@@ -92,7 +92,7 @@ func TestWeChatPayHostile(t *testing.T) {
 }
 
 func TestWeChatPayReadMapping(t *testing.T) {
-	k := rsaTestKeys()[0]
+	k := testenv.RSAKeys()[0]
 	p, err := platform.New("wechatpay-v3", wechatKeyConfig())
 	require.NoError(t, err)
 	read := func(body []byte) (callback.PaymentEvent, platform.Callback, error) {
@@ -142,7 +142,7 @@ func TestWeChatPayReadMapping(t *testing.T) {
 }
 
 func FuzzWeChatPayRead(f *testing.F) {
-	k := rsaTestKeys()[0]
+	k := testenv.RSAKeys()[0]
 	p, err := platform.New("wechatpay-v3", wechatKeyConfig())
 	require.NoError(f, err)
 	at := time.Unix(1760000000, 0)
@@ -179,7 +179,7 @@ func FuzzWeChatPayRead(f *testing.F) {
 }
 
 func BenchmarkWeChatPayRead(b *testing.B) {
-	k := rsaTestKeys()[0]
+	k := testenv.RSAKeys()[0]
 	p, err := platform.New("wechatpay-v3", wechatKeyConfig())
 	require.NoError(b, err)
 	now := time.Now()
@@ -189,7 +189,7 @@ func BenchmarkWeChatPayRead(b *testing.B) {
 }
 
 func TestWeChatPayConfiguration(t *testing.T) {
-	k := rsaTestKeys()
+	k := testenv.RSAKeys()
 	vars := []string{"WECHATPAY_APIV3_KEY", "WECHATPAY_PUBLIC_KEY_ID", "WECHATPAY_PUBLIC_KEY", "WECHATPAY_PLATFORM_CERTS"}
 	for _, v := range vars {
 		unsetEnv(t, v, v+"_FILE")
@@ -203,7 +203,7 @@ func TestWeChatPayConfiguration(t *testing.T) {
 	require.True(t, shippedSource(t, cfg, "wechatpay").Disabled(), "a key id without its key enables nothing")
 
 	t.Setenv("WECHATPAY_APIV3_KEY", "short-apiv3-key-value")
-	t.Setenv("WECHATPAY_PUBLIC_KEY", publicPEM(k[0]))
+	t.Setenv("WECHATPAY_PUBLIC_KEY", testenv.RSAPublicKeyPEM(k[0]))
 	_, err = loadShipped(t)
 	require.Regexp(t, `sources\[\d+\] \(wechatpay\)\.platform\.apiv3_key: must be 32 bytes .*, not 21`, err)
 	require.NotContains(t, err.Error(), "short-apiv3-key-value", "the error does not repeat the key")
@@ -217,7 +217,7 @@ func TestWeChatPayConfiguration(t *testing.T) {
 	_, err = loadShipped(t)
 	require.ErrorContains(t, err, "(wechatpay).platform.public_keys[0].key: the PEM block is not well formed")
 	t.Setenv("WECHATPAY_PUBLIC_KEY", "")
-	t.Setenv("WECHATPAY_PLATFORM_CERTS", publicPEM(k[1]))
+	t.Setenv("WECHATPAY_PLATFORM_CERTS", testenv.RSAPublicKeyPEM(k[1]))
 	_, err = loadShipped(t)
 	require.ErrorContains(t, err, `(wechatpay).platform.certificates[0]: certificate 1: PEM type "PUBLIC KEY" is not CERTIFICATE`)
 	t.Setenv("WECHATPAY_PLATFORM_CERTS", "")
@@ -226,8 +226,8 @@ func TestWeChatPayConfiguration(t *testing.T) {
 
 	// From mounted files: the public key and a bundle of two certificates.
 	dir := t.TempDir()
-	for name, content := range map[string]string{"pub.pem": publicPEM(k[0]),
-		"certs.pem": certPEM(k[1], wechatSerialA) + certPEM(k[2], wechatSerialB)} {
+	for name, content := range map[string]string{"pub.pem": testenv.RSAPublicKeyPEM(k[0]),
+		"certs.pem": testenv.RSACertificatePEM(k[1], wechatSerialA) + testenv.RSACertificatePEM(k[2], wechatSerialB)} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600))
 	}
 	os.Unsetenv("WECHATPAY_PUBLIC_KEY")
@@ -250,9 +250,9 @@ func TestWeChatPayConfiguration(t *testing.T) {
 	}
 
 	_, err = platform.New("wechatpay-v3", platform.Config{APIv3Key: wechatAPIv3Key, AppID: "x",
-		PublicKeys: []platform.PublicKey{{ID: "A", Key: publicPEM(k[0])}, {ID: "a", Key: publicPEM(k[1])}}})
+		PublicKeys: []platform.PublicKey{{ID: "A", Key: testenv.RSAPublicKeyPEM(k[0])}, {ID: "a", Key: testenv.RSAPublicKeyPEM(k[1])}}})
 	require.ErrorContains(t, err, "platform.app_id: does not apply to preset wechatpay-v3")
 	_, err = platform.New("wechatpay-v3", platform.Config{APIv3Key: wechatAPIv3Key,
-		PublicKeys: []platform.PublicKey{{ID: "A", Key: publicPEM(k[0])}, {ID: "a", Key: publicPEM(k[1])}}})
+		PublicKeys: []platform.PublicKey{{ID: "A", Key: testenv.RSAPublicKeyPEM(k[0])}, {ID: "a", Key: testenv.RSAPublicKeyPEM(k[1])}}})
 	require.ErrorContains(t, err, "platform.public_keys[1]: key id a is given twice with different keys")
 }

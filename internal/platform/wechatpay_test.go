@@ -89,7 +89,7 @@ func wechatSigned(k *rsa.PrivateKey, serial string, body []byte, ts time.Time) h
 	h.Set("Wechatpay-Serial", serial)
 	h.Set("Wechatpay-Timestamp", stamp)
 	h.Set("Wechatpay-Nonce", nonce)
-	h.Set("Wechatpay-Signature", signRSA2(k, []byte(stamp+"\n"+nonce+"\n"+string(body)+"\n")))
+	h.Set("Wechatpay-Signature", testenv.SignSHA256WithRSA(k, []byte(stamp+"\n"+nonce+"\n"+string(body)+"\n")))
 	h.Set("Wechatpay-Signature-Type", "WECHATPAY2-SHA256-RSA2048")
 	h.Set("Request-ID", "08F78BB5AF0610D302839A1B1C9A03E2")
 	return h
@@ -97,7 +97,7 @@ func wechatSigned(k *rsa.PrivateKey, serial string, body []byte, ts time.Time) h
 
 // wechatKeyConfig configures the WeChat Pay public key (key 0).
 func wechatKeyConfig() platform.Config {
-	return platform.Config{APIv3Key: wechatAPIv3Key, PublicKeys: []platform.PublicKey{{ID: wechatPubKeyID, Key: publicPEM(rsaTestKeys()[0])}}}
+	return platform.Config{APIv3Key: wechatAPIv3Key, PublicKeys: []platform.PublicKey{{ID: wechatPubKeyID, Key: testenv.RSAPublicKeyPEM(testenv.RSAKeys()[0])}}}
 }
 
 // requireWeChatRefusal asserts a refusal in WeChat Pay's words.
@@ -116,7 +116,7 @@ func TestWeChatPayPaysTheOrder(t *testing.T) {
 	p.CreateOrder(t, "WX-ORD-1", 100)
 	body := wechatPaid("EV-2018022511223320873", "WX-ORD-1", "4200000001201807033233368018", "SUCCESS", 100)
 
-	a := p.Post(t, "wechatpay", body, wechatSigned(rsaTestKeys()[0], wechatPubKeyID, body, time.Now()))
+	a := p.Post(t, "wechatpay", body, wechatSigned(testenv.RSAKeys()[0], wechatPubKeyID, body, time.Now()))
 	require.Equal(t, http.StatusNoContent, a.Status, string(a.Body))
 	require.Empty(t, a.Body)
 	row := p.Settled(t, "wechatpay", "EV-2018022511223320873")
@@ -133,18 +133,18 @@ func TestWeChatPayPaysTheOrder(t *testing.T) {
 	require.Equal(t, "4200000001201807033233368018", *o.PaymentNo)
 
 	// WeChat Pay resends the same notification (new timestamp and nonce).
-	again := p.Post(t, "wechatpay", body, wechatSigned(rsaTestKeys()[0], wechatPubKeyID, body, time.Now()))
+	again := p.Post(t, "wechatpay", body, wechatSigned(testenv.RSAKeys()[0], wechatPubKeyID, body, time.Now()))
 	require.Equal(t, http.StatusNoContent, again.Status, string(again.Body))
 	require.Equal(t, 1, p.Callbacks(t, "wechatpay"), "the resend is a duplicate")
 }
 
 func TestWeChatPayCertificatesAndRotation(t *testing.T) {
-	k := rsaTestKeys()
+	k := testenv.RSAKeys()
 	serialA, serialB := fmt.Sprintf("%X", wechatSerialA), fmt.Sprintf("%X", wechatSerialB)
 	cfg := wechatKeyConfig()
 	// The old platform certificate, the new one, and the public key WeChat
 	// Pay is moving the merchant to, all at once.
-	cfg.Certificates = []string{certPEM(k[1], wechatSerialA) + certPEM(k[2], wechatSerialB)}
+	cfg.Certificates = []string{testenv.RSACertificatePEM(k[1], wechatSerialA) + testenv.RSACertificatePEM(k[2], wechatSerialB)}
 	p := testenv.StartPlatform(t, "wechatpay", cfg)
 	for i, signer := range []struct {
 		key    *rsa.PrivateKey
@@ -161,7 +161,7 @@ func TestWeChatPayCertificatesAndRotation(t *testing.T) {
 }
 
 func TestWeChatPayClosedAndNotPaid(t *testing.T) {
-	k := rsaTestKeys()[0]
+	k := testenv.RSAKeys()[0]
 	p := testenv.StartPlatform(t, "wechatpay", wechatKeyConfig())
 	p.CreateOrder(t, "WX-CLOSED", 300)
 	closed := wechatPaid("EV-CLOSED", "WX-CLOSED", "4200000000000000000000000001", "CLOSED", 300)
@@ -181,7 +181,7 @@ func TestWeChatPayClosedAndNotPaid(t *testing.T) {
 }
 
 func TestWeChatPayRefusals(t *testing.T) {
-	k := rsaTestKeys()
+	k := testenv.RSAKeys()
 	p := testenv.StartPlatform(t, "wechatpay", wechatKeyConfig())
 	p.CreateOrder(t, "WX-BAD", 100)
 	body := wechatPaid("EV-BAD", "WX-BAD", "4200000000000000000000000009", "SUCCESS", 100)

@@ -1,39 +1,22 @@
 package signature_test
 
 import (
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
 	"math/big"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"callgate/internal/signature"
+	"callgate/internal/testenv"
 )
-
-// rsaKeys are generated once: RSA key generation is slow under -race.
-var rsaKeys = sync.OnceValue(func() [3]*rsa.PrivateKey {
-	var out [3]*rsa.PrivateKey
-	for i := range out {
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			panic(err)
-		}
-		out[i] = k
-	}
-	return out
-})
 
 func pemOf(typ string, der []byte) string {
 	return string(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}))
@@ -45,24 +28,8 @@ func spki(t testing.TB, pub any) []byte {
 	return der
 }
 
-// selfSigned is a self-signed certificate of key with serial.
-func selfSigned(t testing.TB, key *rsa.PrivateKey, serial *big.Int) string {
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: "callgate test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	return pemOf("CERTIFICATE", der)
-}
-
-func sha256RSA(t testing.TB, key *rsa.PrivateKey, msg string) string {
-	d := sha256.Sum256([]byte(msg))
-	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, d[:])
-	require.NoError(t, err)
-	return base64.StdEncoding.EncodeToString(sig)
-}
-
 func TestParseRSAPublicKeyForms(t *testing.T) {
-	key := rsaKeys()[0]
+	key := testenv.RSAKeys()[0]
 	b64 := base64.StdEncoding.EncodeToString(spki(t, &key.PublicKey))
 	var lines []string
 	for s := b64; s != ""; s = s[min(64, len(s)):] {
@@ -71,7 +38,7 @@ func TestParseRSAPublicKeyForms(t *testing.T) {
 	forms := map[string]string{
 		"PEM PUBLIC KEY":          pemOf("PUBLIC KEY", spki(t, &key.PublicKey)),
 		"PEM RSA PUBLIC KEY":      pemOf("RSA PUBLIC KEY", x509.MarshalPKCS1PublicKey(&key.PublicKey)),
-		"PEM CERTIFICATE":         selfSigned(t, key, big.NewInt(7)),
+		"PEM CERTIFICATE":         testenv.RSACertificatePEM(key, big.NewInt(7)),
 		"bare base64 (console)":   b64,
 		"base64 with line breaks": "\n" + strings.Join(lines, "\r\n") + "\n",
 		"PEM with spaces around":  "  \n" + pemOf("PUBLIC KEY", spki(t, &key.PublicKey)) + "\n\n",
@@ -88,7 +55,7 @@ func TestParseRSAPublicKeyRefuses(t *testing.T) {
 	require.NoError(t, err)
 	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
-	key := rsaKeys()[0]
+	key := testenv.RSAKeys()[0]
 	privDER, err := x509.MarshalPKCS8PrivateKey(key)
 	require.NoError(t, err)
 	privPEM := pemOf("PRIVATE KEY", privDER)
@@ -115,11 +82,11 @@ func TestParseRSAPublicKeyRefuses(t *testing.T) {
 }
 
 func TestKeyRing(t *testing.T) {
-	k := rsaKeys()
+	k := testenv.RSAKeys()
 	ring := signature.NewKeyRing()
 	require.NoError(t, ring.Add("PUB_KEY_ID_0114232134912410000000000000", &k[0].PublicKey))
-	serials, err := ring.AddCertificates(selfSigned(t, k[1], new(big.Int).SetUint64(0xD7CE59D1F522D701)) + "\n" +
-		selfSigned(t, k[2], new(big.Int).SetBytes([]byte{0x0A, 0x12, 0xBC})))
+	serials, err := ring.AddCertificates(testenv.RSACertificatePEM(k[1], new(big.Int).SetUint64(0xD7CE59D1F522D701)) + "\n" +
+		testenv.RSACertificatePEM(k[2], new(big.Int).SetBytes([]byte{0x0A, 0x12, 0xBC})))
 	require.NoError(t, err)
 	require.Equal(t, []string{"D7CE59D1F522D701", "A12BC"}, serials, "upper-case hex, as Wechatpay-Serial carries it")
 	require.Equal(t, 3, ring.Len())
@@ -137,16 +104,16 @@ func TestKeyRing(t *testing.T) {
 
 	_, err = ring.AddCertificates(pemOf("PUBLIC KEY", spki(t, &k[0].PublicKey)))
 	require.ErrorContains(t, err, `certificate 1: PEM type "PUBLIC KEY" is not CERTIFICATE`)
-	_, err = ring.AddCertificates(selfSigned(t, k[0], big.NewInt(9)) + "trailing garbage")
+	_, err = ring.AddCertificates(testenv.RSACertificatePEM(k[0], big.NewInt(9)) + "trailing garbage")
 	require.ErrorContains(t, err, "certificate 2: not a PEM block")
 	_, err = ring.AddCertificates("")
 	require.ErrorContains(t, err, "no certificate")
 }
 
 func TestVerifySHA256WithRSA(t *testing.T) {
-	k := rsaKeys()
+	k := testenv.RSAKeys()
 	const msg = "1624523846\nnonce\n{\"id\":\"1\"}\n"
-	sig := sha256RSA(t, k[0], msg)
+	sig := testenv.SignSHA256WithRSA(k[0], []byte(msg))
 	require.NoError(t, signature.VerifySHA256WithRSA(&k[0].PublicKey, []byte(msg), sig))
 
 	mismatch := map[string]error{
@@ -173,17 +140,17 @@ func TestVerifySHA256WithRSA(t *testing.T) {
 	require.NoError(t, ring.Add("", &k[1].PublicKey))
 	require.NoError(t, ring.Add("", &k[0].PublicKey))
 	require.NoError(t, ring.VerifyAny([]byte(msg), sig), "during a rotation any key may have signed")
-	require.NoError(t, ring.VerifyAny([]byte(msg), sha256RSA(t, k[1], msg)))
-	require.ErrorIs(t, ring.VerifyAny([]byte(msg), sha256RSA(t, k[2], msg)), signature.ErrMismatch)
+	require.NoError(t, ring.VerifyAny([]byte(msg), testenv.SignSHA256WithRSA(k[1], []byte(msg))))
+	require.ErrorIs(t, ring.VerifyAny([]byte(msg), testenv.SignSHA256WithRSA(k[2], []byte(msg))), signature.ErrMismatch)
 }
 
 func FuzzParseRSAPublicKey(f *testing.F) {
-	key := rsaKeys()[0]
+	key := testenv.RSAKeys()[0]
 	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	require.NoError(f, err)
 	f.Add(pemOf("PUBLIC KEY", der))
 	f.Add(pemOf("RSA PUBLIC KEY", x509.MarshalPKCS1PublicKey(&key.PublicKey)))
-	f.Add(selfSigned(f, key, big.NewInt(1)))
+	f.Add(testenv.RSACertificatePEM(key, big.NewInt(1)))
 	f.Add(base64.StdEncoding.EncodeToString(der))
 	f.Add(base64.StdEncoding.EncodeToString(der[:100]))
 	f.Add("-----BEGIN PUBLIC KEY-----\n-----END PUBLIC KEY-----\n")
