@@ -45,8 +45,9 @@ func wantedServerSettings() map[string]int64 {
 // raiseServerSettings gives MariaDB the wanted settings it lacks and
 // remembers what it had.
 func (b *bench) raiseServerSettings(ctx context.Context) error {
+	wanted := wantedServerSettings()
 	for _, name := range []string{"innodb_buffer_pool_size", "innodb_log_file_size"} {
-		want := wantedServerSettings()[name]
+		want := wanted[name]
 		var have int64
 		if err := b.db.QueryRowContext(ctx, "SELECT @@"+name).Scan(&have); err != nil {
 			return fmt.Errorf("reading %s: %w", name, err)

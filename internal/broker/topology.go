@@ -131,7 +131,7 @@ func (t Topology) Declare(conn *amqp.Connection) error {
 	if err != nil {
 		return fmt.Errorf("error opening channel: %w", err)
 	}
-	defer func() { _ = ch.Close() }()
+	defer func() { _ = ch.Close() }() // the channel in use at the end (see below)
 	if err := ch.ExchangeDeclare(t.CallbacksExchange(), amqp.ExchangeDirect, true, false, false, false, nil); err != nil {
 		return fmt.Errorf("error declaring exchange %s: %w", t.CallbacksExchange(), err)
 	}
@@ -153,10 +153,10 @@ func (t Topology) Declare(conn *amqp.Connection) error {
 			"apply the policy in fix once to keep its notifications on disk rather than in the broker's memory "+
 			"(this warning stays after the fix: a policy is not an argument)",
 			"queue", t.UnroutedQueue(), "fix", t.UnroutedLazyPolicy(), "error", err)
+		// RabbitMQ closed the channel with the 406: carry on on a new one.
 		if ch, err = conn.Channel(); err != nil {
 			return fmt.Errorf("error opening channel: %w", err)
 		}
-		defer func() { _ = ch.Close() }()
 	} else if err != nil {
 		return fmt.Errorf("error declaring queue %s: %w", t.UnroutedQueue(), err)
 	}

@@ -44,6 +44,15 @@ type BatchHandler interface {
 	HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*Log, outs []Outbox) []error
 }
 
+// FailBatch sets every one of a batch's results to err and returns them: a
+// BatchHandler's answer when a statement for the whole batch failed.
+func FailBatch(errs []error, err error) []error {
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, tx *gorm.DB, cb *Log, out Outbox) error
 

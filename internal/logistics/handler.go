@@ -112,12 +112,6 @@ func (Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out ca
 // event would.
 func (Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log, outs []callback.Outbox) []error {
 	errs := make([]error, len(cbs))
-	fail := func(err error) []error {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
-	}
 	events := make([]Payload, len(cbs))
 	for i, cb := range cbs {
 		p, err := event(cb)
@@ -130,7 +124,7 @@ func (Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log
 	db := tx.WithContext(ctx)
 	recorded, err := recordedEvents(db, events)
 	if err != nil {
-		return fail(err)
+		return callback.FailBatch(errs, err)
 	}
 	// An event is new unless recorded before or earlier in the batch.
 	fresh := make([]bool, len(events))
@@ -159,16 +153,16 @@ func (Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log
 	q.WriteString(` ON DUPLICATE KEY UPDATE id = id`)
 	res := db.Exec(q.String(), args...)
 	if res.Error != nil {
-		return fail(fmt.Errorf("error recording shipment events: %w", res.Error))
+		return callback.FailBatch(errs, fmt.Errorf("error recording shipment events: %w", res.Error))
 	}
 	if res.RowsAffected != int64(len(newEvents)) {
 		// Another transaction recorded one of them meanwhile: let each
 		// callback run alone.
-		return fail(fmt.Errorf("recorded %d of %d new shipment events", res.RowsAffected, len(newEvents)))
+		return callback.FailBatch(errs, fmt.Errorf("recorded %d of %d new shipment events", res.RowsAffected, len(newEvents)))
 	}
 	known, err := lockShipments(db, newEvents)
 	if err != nil {
-		return fail(err)
+		return callback.FailBatch(errs, err)
 	}
 	q.Reset()
 	args = args[:0]
@@ -187,7 +181,7 @@ func (Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log
 	}
 	q.WriteString(upsertShipmentUpdate)
 	if err := db.Exec(q.String(), args...).Error; err != nil {
-		return fail(fmt.Errorf("error updating shipments: %w", err))
+		return callback.FailBatch(errs, fmt.Errorf("error updating shipments: %w", err))
 	}
 	// Each event's order code, as the shipment knew it after that event.
 	for i := range events {

@@ -94,12 +94,6 @@ func (Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out ca
 // batch's orders, one writes those that changed, whatever the batch's size.
 func (Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log, outs []callback.Outbox) []error {
 	errs := make([]error, len(cbs))
-	fail := func(err error) []error {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
-	}
 	events := make([]*Payload, len(cbs))
 	codes := make([]string, 0, len(cbs))
 	for i, cb := range cbs {
@@ -117,7 +111,7 @@ func (Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log
 	db := tx.WithContext(ctx)
 	orders, err := lockOrders(db, codes)
 	if err != nil {
-		return fail(err)
+		return callback.FailBatch(errs, err)
 	}
 	var changed []*Order
 	seen := map[string]bool{}
@@ -143,7 +137,7 @@ func (Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log
 		paid[i] = c && o.PaymentStatus == OrderPaid
 	}
 	if err := writeOrders(db, changed); err != nil {
-		return fail(err)
+		return callback.FailBatch(errs, err)
 	}
 	for i, p := range events {
 		if paid[i] {
