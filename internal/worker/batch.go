@@ -216,11 +216,13 @@ func (p *Processor) claimBatch(ctx context.Context, tx *store.Tx, claimed []call
 	return runnable, nil
 }
 
-// runHandlers runs the handlers of runnable (in id order) in the batch's
-// transaction and returns each callback's note and every outbox row, in id
-// order. A kind whose handler is a callback.BatchHandler handles all its
-// callbacks of the batch in one call; any other kind one callback at a
-// time. The first failure ends the batch (a batchAbort).
+// runHandlers runs the handlers of runnable in the batch's transaction,
+// kind by kind, each kind's callbacks in id order (a key belongs to one
+// kind, so per-key order holds), and returns each callback's note and
+// every outbox row, in id order. A kind whose handler is a
+// callback.BatchHandler handles all its callbacks of the batch in one call;
+// any other kind one callback at a time. The first failure ends the batch
+// (a batchAbort).
 func (p *Processor) runHandlers(txCtx context.Context, tx *store.Tx, runnable []callback.Log, started time.Time) ([]*string, []outbox.Row, error) {
 	notes := make([]*string, len(runnable))
 	rows := make([][]outbox.Row, len(runnable))
