@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -41,7 +42,17 @@ type Batcher struct {
 	once   sync.Once
 	// packet caches the server's max_allowed_packet (0 until read).
 	packet atomic.Int64
+	// returning caches whether the server answers an INSERT with its rows
+	// (returningUnknown until read).
+	returning atomic.Int32
 }
+
+// Values of Batcher.returning.
+const (
+	returningUnknown int32 = iota
+	returningYes
+	returningNo
+)
 
 type pendingInsert struct {
 	row  *callback.Log
@@ -257,20 +268,28 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 	}
 }
 
-// insert writes unique rows in one statement, in their order, and reads
-// their ids back by event id. A row is new if the stored row carries this
-// request's own received_at (microseconds) and trace id; otherwise it was
-// there before. Ids are read back rather than derived from
-// LAST_INSERT_ID(), which is only safe with innodb_autoinc_lock_mode 0 or
-// 1. Every row must be accounted for: found, and the new ones as many as
-// the statement reported inserting.
+// insert writes unique rows in one statement, in their order, and learns
+// each row's id and whether it is new. A row is new if the stored row
+// carries this request's own received_at (microseconds) and trace id;
+// otherwise it was there before. Ids are read from the rows rather than
+// derived from LAST_INSERT_ID(), which is only safe with
+// innodb_autoinc_lock_mode 0 or 1. On MariaDB the statement answers its
+// rows itself (INSERT ... RETURNING, one round trip); elsewhere they are
+// read back by event id. Every row must be accounted for.
 func (b *Batcher) insert(ctx context.Context, rows []*pendingInsert) error {
-	inserted, err := b.exec(ctx, rows)
-	if err != nil {
-		return &statementError{err}
-	}
-	if err := b.readBack(ctx, rows); err != nil {
-		return err
+	inserted := int64(-1) // not reported by INSERT ... RETURNING
+	if b.canReturn() {
+		if err := b.execReturning(ctx, rows); err != nil {
+			return &statementError{err}
+		}
+	} else {
+		var err error
+		if inserted, err = b.exec(ctx, rows); err != nil {
+			return &statementError{err}
+		}
+		if err := b.readBack(ctx, rows); err != nil {
+			return err
+		}
 	}
 	var fresh int64
 	missing := 0
@@ -283,11 +302,72 @@ func (b *Batcher) insert(ctx context.Context, rows []*pendingInsert) error {
 			fresh++
 		}
 	}
-	if missing > 0 || fresh != inserted {
+	if missing > 0 || inserted >= 0 && fresh != inserted {
 		b.log.Error("intake: batch insert does not account for its rows", "rows", len(rows),
 			"reported_new", inserted, "found_new", fresh, "missing", missing)
 	}
 	return nil
+}
+
+// canReturn reports whether the server answers INSERT ... RETURNING, asked
+// once. While it cannot be asked (MySQL away) the read-back is used.
+func (b *Batcher) canReturn() bool {
+	switch b.returning.Load() {
+	case returningYes:
+		return true
+	case returningNo:
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ok, err := b.st.Returning(ctx)
+	if err != nil {
+		return false
+	}
+	if ok {
+		b.returning.Store(returningYes)
+	} else {
+		b.returning.Store(returningNo)
+	}
+	return ok
+}
+
+// execReturning runs the multi-row INSERT with a RETURNING clause: the
+// server answers each row's stored id, event id, trace id and received_at,
+// the stored row's for a duplicate.
+func (b *Batcher) execReturning(ctx context.Context, rows []*pendingInsert) error {
+	args := make([]any, 0, len(rows)*10)
+	type key struct{ source, event string }
+	byEvent := make(map[key]*pendingInsert, len(rows))
+	for _, p := range rows {
+		args = insertArgs(args, p.row)
+		byEvent[key{p.row.Source, p.row.EventID}] = p
+	}
+	return b.st.queryRetrying(ctx, func(rs *sql.Rows) error {
+		for _, p := range rows {
+			p.res = InsertResult{}
+		}
+		for rs.Next() {
+			var (
+				id                     int64
+				source, event, traceID string
+				received               time.Time
+			)
+			if err := rs.Scan(&id, &source, &event, &traceID, &received); err != nil {
+				return err
+			}
+			if p := byEvent[key{source, event}]; p != nil {
+				p.res = InsertResult{ID: id, Duplicate: !p.mine(traceID, received)}
+			}
+		}
+		return nil
+	}, insertBatchSQL(len(rows))+returningSQL, args...)
+}
+
+// mine reports whether a stored row with this trace id and received_at is
+// the one p wrote.
+func (p *pendingInsert) mine(traceID string, received time.Time) bool {
+	return traceID == p.row.TraceID && received.Equal(p.row.ReceivedAt)
 }
 
 // exec runs the multi-row INSERT and returns how many rows it inserted
@@ -357,8 +437,7 @@ func (b *Batcher) scanIDs(ctx context.Context, query string, args []any, byEvent
 			return err
 		}
 		if p := byEvent[event]; p != nil {
-			mine := traceID == p.row.TraceID && received.Equal(p.row.ReceivedAt)
-			p.res = InsertResult{ID: id, Duplicate: !mine}
+			p.res = InsertResult{ID: id, Duplicate: !p.mine(traceID, received)}
 		}
 	}
 	return rs.Err()

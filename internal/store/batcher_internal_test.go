@@ -81,7 +81,9 @@ func TestBatchInsertKeepsEveryRowWhenBatchesOverlap(t *testing.T) {
 	b1 := &Batcher{st: st, log: quiet, maxBatch: 10}
 	b2 := &Batcher{st: st, log: quiet, maxBatch: 10}
 
-	run := func(t *testing.T, flushed bool) {
+	run := func(t *testing.T, flushed bool, ids int32) {
+		b1.returning.Store(ids)
+		b2.returning.Store(ids)
 		_, err := st.sql.Exec(`TRUNCATE TABLE callback_log`)
 		require.NoError(t, err)
 		tx, err := st.sql.BeginTx(ctx, nil)
@@ -136,8 +138,28 @@ func TestBatchInsertKeepsEveryRowWhenBatchesOverlap(t *testing.T) {
 		require.NoError(t, st.sql.QueryRow(`SELECT id FROM callback_log WHERE event_id = 'c'`).Scan(&stored))
 		require.Equal(t, stored, batch1[2].res.ID, "c's answer names c's row")
 	}
-	t.Run("statement", func(t *testing.T) { run(t, false) })
-	t.Run("batch answers", func(t *testing.T) { run(t, true) })
+	t.Run("statement", func(t *testing.T) { run(t, false, returningNo) })
+	t.Run("batch answers, returning", func(t *testing.T) { run(t, true, returningYes) })
+	t.Run("batch answers, read back", func(t *testing.T) { run(t, true, returningNo) })
+}
+
+// TestBatchIDsFromTheInsertOnMariaDB: this MariaDB answers a batch's ids
+// from the INSERT itself; MySQL and MariaDB before 10.5 get the read-back.
+func TestBatchIDsFromTheInsertOnMariaDB(t *testing.T) {
+	t.Parallel()
+	b := &Batcher{st: openTestStore(t)}
+	require.True(t, b.canReturn(), "MariaDB 10.5+ answers INSERT ... RETURNING")
+	for version, want := range map[string]bool{
+		"10.11.19-MariaDB-0+deb12u1": true,
+		"11.4.2-MariaDB":             true,
+		"10.5.0-MariaDB":             true,
+		"5.5.5-10.6.16-MariaDB":      true,
+		"10.4.32-MariaDB":            false,
+		"8.0.36":                     false,
+		"8.4.2-commercial":           false,
+	} {
+		require.Equal(t, want, versionReturns(version), version)
+	}
 }
 
 // TestBatchRowsGetIDsInArrivalOrder: with a writer held by a batch that

@@ -17,12 +17,32 @@ import (
 	"callgate/internal/testenv"
 )
 
+// idModes are the two ways a batch learns its rows' ids: from the INSERT
+// itself (RETURNING, MariaDB) and with a read-back query (MySQL).
+var idModes = []struct {
+	name string
+	set  func(*store.Batcher)
+}{
+	{"returning", func(*store.Batcher) {}},
+	{"read-back", store.ReadBackIDs},
+}
+
 func TestBatcherSameAnswersAsOneInsertPerRequest(t *testing.T) {
 	t.Parallel()
+	for _, mode := range idModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testBatcherSameAnswersAsOneInsertPerRequest(t, mode.set)
+		})
+	}
+}
+
+func testBatcherSameAnswersAsOneInsertPerRequest(t *testing.T, mode func(*store.Batcher)) {
 	cfg := testenv.Config(t)
 	st := testenv.Store(t, cfg)
 	b := store.NewBatcher(st.Store, 2, 64, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	defer b.Close()
+	mode(b)
 
 	// One event already stored before the batches.
 	pre, err := st.InsertCallback(t.Context(), row("e-0", 0))
@@ -72,10 +92,20 @@ func TestBatcherSameAnswersAsOneInsertPerRequest(t *testing.T) {
 
 func TestBatcherBadRowDoesNotFailItsBatchMates(t *testing.T) {
 	t.Parallel()
+	for _, mode := range idModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testBatcherBadRowDoesNotFailItsBatchMates(t, mode.set)
+		})
+	}
+}
+
+func testBatcherBadRowDoesNotFailItsBatchMates(t *testing.T, mode func(*store.Batcher)) {
 	cfg := testenv.Config(t)
 	st := testenv.Store(t, cfg)
 	b := store.NewBatcher(st.Store, 1, 64, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	defer b.Close()
+	mode(b)
 	var wg sync.WaitGroup
 	errs := make([]error, 20)
 	for i := range 20 {
@@ -109,12 +139,23 @@ func row(event string, n int) *callback.Log {
 // duplicate:false, all naming the same row.
 func TestBatcherStormOfDuplicatesAcrossTwoGateways(t *testing.T) {
 	t.Parallel()
+	for _, mode := range idModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			testBatcherStormOfDuplicatesAcrossTwoGateways(t, mode.set)
+		})
+	}
+}
+
+func testBatcherStormOfDuplicatesAcrossTwoGateways(t *testing.T, mode func(*store.Batcher)) {
 	cfg := testenv.Config(t)
 	st := testenv.Store(t, cfg)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	batchers := []*store.Batcher{store.NewBatcher(st.Store, 2, 256, quiet, nil), store.NewBatcher(testenv.Store(t, cfg).Store, 2, 256, quiet, nil)}
 	defer batchers[0].Close()
 	defer batchers[1].Close()
+	mode(batchers[0])
+	mode(batchers[1])
 
 	const events, copies, clients = 20000, 5, 64
 	sends := make([]int, 0, events*copies)

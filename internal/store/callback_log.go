@@ -51,6 +51,12 @@ func insertBatchSQL(n int) string {
 	return q.String()
 }
 
+// returningSQL makes insertBatchSQL answer each row as stored (MariaDB
+// 10.5+): a new row's values, or, for a duplicate, the existing row's, so
+// the batch needs no read-back. The columns are those the read-back
+// selects, with the source.
+const returningSQL = ` RETURNING id, source, event_id, trace_id, received_at`
+
 // insertArgs appends l's values in the order of insertValues.
 func insertArgs(args []any, l *callback.Log) []any {
 	var headers any

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -121,15 +122,35 @@ func (s *Store) Ping(ctx context.Context) error {
 // connection cannot be trusted after an error it is discarded, never handed
 // back to the pool for the next caller to trip over.
 func (s *Store) execRetrying(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	for try := 0; ; try++ {
-		res, err := s.execOwnConn(ctx, query, args...)
+	var res sql.Result
+	err := retryTransient(ctx, func() (err error) {
+		res, err = s.execOwnConn(ctx, query, args...)
+		return err
+	})
+	return res, err
+}
+
+// queryRetrying is execRetrying for an autocommit statement that answers
+// rows (INSERT ... RETURNING): scan is given the rows of each try, and a
+// try counts only once every row is read and the server's closing packet,
+// sent after the commit, says the statement succeeded.
+func (s *Store) queryRetrying(ctx context.Context, scan func(*sql.Rows) error, query string, args ...any) error {
+	return retryTransient(ctx, func() error { return s.queryOwnConn(ctx, scan, query, args...) })
+}
+
+// retryTransient runs try until it succeeds or fails with an error other
+// than a deadlock or a lock wait timeout, pausing a short jittered while
+// between tries, or until ctx ends.
+func retryTransient(ctx context.Context, try func() error) error {
+	for n := 0; ; n++ {
+		err := try()
 		if err == nil || !IsTransient(err) {
-			return res, err
+			return err
 		}
-		pause := time.Duration(rand.Int64N(int64(min(50, 1<<min(try, 6))) * int64(time.Millisecond)))
+		pause := time.Duration(rand.Int64N(int64(min(50, 1<<min(n, 6))) * int64(time.Millisecond)))
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (after %d tries): %w", ctx.Err(), try+1, err)
+			return fmt.Errorf("%w (after %d tries): %w", ctx.Err(), n+1, err)
 		case <-time.After(pause):
 		}
 	}
@@ -147,6 +168,60 @@ func (s *Store) execOwnConn(ctx context.Context, query string, args ...any) (sql
 	}
 	_ = conn.Close()
 	return res, err
+}
+
+func (s *Store) queryOwnConn(ctx context.Context, scan func(*sql.Rows) error, query string, args ...any) error {
+	conn, err := s.sql.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	err = queryRows(ctx, conn, scan, query, args...)
+	if err != nil && brokenConn(err) {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	return err
+}
+
+// queryRows runs query on conn and hands its rows to scan; it succeeds
+// only if scan does and the rows end without an error.
+func queryRows(ctx context.Context, conn *sql.Conn, scan func(*sql.Rows) error, query string, args ...any) error {
+	rs, err := conn.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	if err := scan(rs); err != nil {
+		return err
+	}
+	if err := rs.Close(); err != nil {
+		return err
+	}
+	return rs.Err()
+}
+
+// Returning reports whether the server can answer an INSERT with its rows
+// (INSERT ... RETURNING: MariaDB 10.5 and later; MySQL cannot).
+func (s *Store) Returning(ctx context.Context) (bool, error) {
+	var version string
+	if err := s.sql.QueryRowContext(ctx, `SELECT VERSION()`).Scan(&version); err != nil {
+		return false, fmt.Errorf("error reading the server's version: %w", translate(err))
+	}
+	return versionReturns(version), nil
+}
+
+// versionReturns reads a VERSION() string such as "10.11.19-MariaDB-0+deb12u1"
+// (some builds put "5.5.5-" before it for old clients' sake).
+func versionReturns(version string) bool {
+	if !strings.Contains(version, "MariaDB") {
+		return false
+	}
+	version = strings.TrimPrefix(version, "5.5.5-")
+	var major, minor int
+	if _, err := fmt.Sscanf(version, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 10 || major == 10 && minor >= 5
 }
 
 // MaxAllowedPacket reads the server's max_allowed_packet: the largest
