@@ -50,8 +50,8 @@ type StuckConfig struct {
 	BatchSize int `yaml:"batch_size"`
 }
 
-// RetentionConfig configures the deletion of old SUCCESS callbacks and
-// SENT outbox rows.
+// RetentionConfig configures the deletion of old SUCCESS callbacks, SENT
+// outbox rows and callback_key rows.
 type RetentionConfig struct {
 	// Interval between runs. Default 10m.
 	Interval time.Duration `yaml:"interval"`

@@ -7,10 +7,11 @@ import (
 	"time"
 )
 
-// Retention deletes SUCCESS callbacks (with their attempts) and SENT outbox
-// rows older than MaxAge, in small batches, each its own short transaction,
-// so the tables are never locked for long. FAILED callbacks are never
-// deleted: an operator has to look at them. MaxAge 0 keeps everything.
+// Retention deletes SUCCESS callbacks (with their attempts), SENT outbox
+// rows and per-key lock rows (callback_key) older than MaxAge, in small
+// batches, each its own short transaction, so the tables are never locked
+// for long. FAILED callbacks are never deleted: an operator has to look at
+// them. MaxAge 0 keeps everything.
 //
 // Deleting a SUCCESS callback also forgets its (source, event_id): a
 // platform re-sending it after MaxAge would be accepted as new. MaxAge must
@@ -50,8 +51,19 @@ func (r *Retention) RunOnce(ctx context.Context) (callbacks, outboxRows int, err
 			break
 		}
 	}
-	if callbacks+outboxRows > 0 {
-		r.Log.Info("retention: deleted old rows", "callbacks", callbacks, "outbox", outboxRows, "older_than", cutoff)
+	keys := 0
+	for ctx.Err() == nil {
+		n, err := r.keyBatch(ctx, cutoff)
+		keys += n
+		if err != nil {
+			return callbacks, outboxRows, err
+		}
+		if n < r.BatchSize {
+			break
+		}
+	}
+	if callbacks+outboxRows+keys > 0 {
+		r.Log.Info("retention: deleted old rows", "callbacks", callbacks, "outbox", outboxRows, "keys", keys, "older_than", cutoff)
 	}
 	return callbacks, outboxRows, ctx.Err()
 }
@@ -67,4 +79,12 @@ func (r *Retention) outboxBatch(ctx context.Context, cutoff time.Time) (int, err
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return r.Store.DeleteSentBefore(ctx, cutoff, r.BatchSize)
+}
+
+// keyBatch deletes one batch of key rows not locked since cutoff (a key
+// row is a lock anchor, created again when its key comes back).
+func (r *Retention) keyBatch(ctx context.Context, cutoff time.Time) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return r.Store.DeleteKeysBefore(ctx, cutoff, r.BatchSize)
 }

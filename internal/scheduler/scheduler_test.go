@@ -16,6 +16,7 @@ import (
 	"callgate/internal/callback"
 	"callgate/internal/metrics"
 	"callgate/internal/scheduler"
+	"callgate/internal/store"
 	"callgate/internal/testenv"
 )
 
@@ -173,6 +174,49 @@ func TestRetentionKeepsFailedAndRecentRows(t *testing.T) {
 	cbs, obs, err = keep.RunOnce(t.Context())
 	require.NoError(t, err)
 	require.Zero(t, cbs+obs, "max_age 0 keeps everything")
+}
+
+// TestRetentionForgetsOldKeyRows: callback_key rows not locked since
+// max_age go with the rest; a recent one stays, one a worker holds right
+// now is skipped without waiting for it, and a worker that meets a
+// forgotten key again simply creates its row again.
+func TestRetentionForgetsOldKeyRows(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t)
+	st := testenv.Store(t, cfg)
+	old := time.Now().UTC().Add(-40 * 24 * time.Hour)
+	recent := time.Now().UTC().Add(-time.Hour)
+	for key, at := range map[string]time.Time{"old-1": old, "old-2": old, "old-3": old, "old-4": old, "held": old, "recent": recent} {
+		require.NoError(t, st.DB.Exec(`INSERT INTO callback_key (kind, business_key, locked_at) VALUES ('payment', ?, ?)`, key, at).Error)
+	}
+	// A worker's batch holds "held" while retention runs.
+	held := st.DB.Begin()
+	require.NoError(t, held.Error)
+	defer held.Rollback()
+	var n int64
+	require.NoError(t, held.Raw(`SELECT COUNT(*) FROM callback_key WHERE kind = 'payment' AND business_key = 'held' FOR UPDATE`).Scan(&n).Error)
+	require.EqualValues(t, 1, n)
+
+	r := &scheduler.Retention{Store: st.Store, MaxAge: 30 * 24 * time.Hour, BatchSize: 3, Log: quiet}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, _, err := r.RunOnce(ctx)
+	require.NoError(t, err, "a held key row is skipped, not waited for")
+	require.NoError(t, held.Commit().Error)
+
+	var left []string
+	require.NoError(t, st.DB.Raw(`SELECT business_key FROM callback_key ORDER BY business_key`).Scan(&left).Error)
+	require.Equal(t, []string{"held", "recent"}, left)
+
+	// The next callback of a forgotten key creates its row again and holds it.
+	require.NoError(t, st.InTx(t.Context(), func(tx *store.Tx) error {
+		busy, err := st.LockKeysTx(t.Context(), tx, []store.Key{{Kind: "payment", BusinessKey: "old-1"}})
+		require.NoError(t, err)
+		require.Empty(t, busy)
+		return nil
+	}))
+	require.NoError(t, st.DB.Raw(`SELECT COUNT(*) FROM callback_key WHERE business_key = 'old-1'`).Scan(&n).Error)
+	require.EqualValues(t, 1, n)
 }
 
 func TestStuckMakesImpossibleDueTimesDue(t *testing.T) {

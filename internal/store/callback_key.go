@@ -32,3 +32,44 @@ func (s *Store) LockKeyTx(ctx context.Context, tx *Tx, kind, key string) (busy b
 	}
 	return false, nil
 }
+
+// DeleteKeysBefore deletes up to limit callback_key rows created or last
+// locked one by one (LockKeyTx) before cutoff that no transaction holds
+// now, and returns how many went. A key row is only a lock anchor: a
+// worker that needs a deleted key again creates it again (one INSERT), so
+// deleting it loses nothing, and a row a worker holds is skipped, never
+// waited for.
+func (s *Store) DeleteKeysBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	var n int
+	err := s.InTx(ctx, func(tx *Tx) error {
+		var keys []Key
+		err := s.q(ctx, tx).Raw(`SELECT kind, business_key FROM callback_key WHERE locked_at < ? ORDER BY locked_at LIMIT ? FOR UPDATE SKIP LOCKED`,
+			cutoff, limit).Scan(&keys).Error
+		if err != nil || len(keys) == 0 {
+			return translate(err)
+		}
+		// One statement per kind naming the primary key's columns: MariaDB
+		// reads the whole table for a one-tuple (kind, business_key) IN,
+		// and would then wait for the rows workers hold.
+		byKind := map[string][]string{}
+		var kinds []string
+		for _, k := range keys {
+			if byKind[k.Kind] == nil {
+				kinds = append(kinds, k.Kind)
+			}
+			byKind[k.Kind] = append(byKind[k.Kind], k.BusinessKey)
+		}
+		for _, kind := range kinds {
+			res := s.q(ctx, tx).Exec(`DELETE FROM callback_key WHERE kind = ? AND business_key IN ?`, kind, byKind[kind])
+			if res.Error != nil {
+				return translate(res.Error)
+			}
+			n += int(res.RowsAffected)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("error deleting old key rows: %w", err)
+	}
+	return n, nil
+}
