@@ -31,36 +31,16 @@ func (r *Retention) RunOnce(ctx context.Context) (callbacks, outboxRows int, err
 		return 0, 0, nil
 	}
 	cutoff := time.Now().UTC().Add(-r.MaxAge)
-	for ctx.Err() == nil {
-		n, err := r.callbackBatch(ctx, cutoff)
-		callbacks += n
-		if err != nil {
-			return callbacks, outboxRows, err
-		}
-		if n < r.BatchSize {
-			break
-		}
+	if callbacks, err = r.drain(ctx, r.Store.DeleteSucceededBefore, cutoff); err != nil {
+		return callbacks, 0, err
 	}
-	for ctx.Err() == nil {
-		n, err := r.outboxBatch(ctx, cutoff)
-		outboxRows += n
-		if err != nil {
-			return callbacks, outboxRows, err
-		}
-		if n < r.BatchSize {
-			break
-		}
+	if outboxRows, err = r.drain(ctx, r.Store.DeleteSentBefore, cutoff); err != nil {
+		return callbacks, outboxRows, err
 	}
-	keys := 0
-	for ctx.Err() == nil {
-		n, err := r.keyBatch(ctx, cutoff)
-		keys += n
-		if err != nil {
-			return callbacks, outboxRows, err
-		}
-		if n < r.BatchSize {
-			break
-		}
+	// A key row is a lock anchor, created again when its key comes back.
+	keys, err := r.drain(ctx, r.Store.DeleteKeysBefore, cutoff)
+	if err != nil {
+		return callbacks, outboxRows, err
 	}
 	if callbacks+outboxRows+keys > 0 {
 		r.Log.Info("retention: deleted old rows", "callbacks", callbacks, "outbox", outboxRows, "keys", keys, "older_than", cutoff)
@@ -68,23 +48,18 @@ func (r *Retention) RunOnce(ctx context.Context) (callbacks, outboxRows int, err
 	return callbacks, outboxRows, ctx.Err()
 }
 
-func (r *Retention) callbackBatch(ctx context.Context, cutoff time.Time) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	return r.Store.DeleteSucceededBefore(ctx, cutoff, r.BatchSize)
-}
-
-// outboxBatch deletes one batch of old SENT outbox rows.
-func (r *Retention) outboxBatch(ctx context.Context, cutoff time.Time) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	return r.Store.DeleteSentBefore(ctx, cutoff, r.BatchSize)
-}
-
-// keyBatch deletes one batch of key rows not locked since cutoff (a key
-// row is a lock anchor, created again when its key comes back).
-func (r *Retention) keyBatch(ctx context.Context, cutoff time.Time) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	return r.Store.DeleteKeysBefore(ctx, cutoff, r.BatchSize)
+// drain runs one deleting statement after the other, each in a short
+// transaction of its own, until one deletes less than a batch.
+func (r *Retention) drain(ctx context.Context, batch func(context.Context, time.Time, int) (int, error), cutoff time.Time) (int, error) {
+	total := 0
+	for ctx.Err() == nil {
+		batchCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		n, err := batch(batchCtx, cutoff, r.BatchSize)
+		cancel()
+		total += n
+		if err != nil || n < r.BatchSize {
+			return total, err
+		}
+	}
+	return total, nil
 }
