@@ -320,7 +320,7 @@ func (b *Batcher) canReturn() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	ok, err := b.st.Returning(ctx)
+	ok, err := b.st.returning(ctx)
 	if err != nil {
 		return false
 	}

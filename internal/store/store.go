@@ -200,9 +200,9 @@ func queryRows(ctx context.Context, conn *sql.Conn, scan func(*sql.Rows) error, 
 	return rs.Err()
 }
 
-// Returning reports whether the server can answer an INSERT with its rows
+// returning reports whether the server can answer an INSERT with its rows
 // (INSERT ... RETURNING: MariaDB 10.5 and later; MySQL cannot).
-func (s *Store) Returning(ctx context.Context) (bool, error) {
+func (s *Store) returning(ctx context.Context) (bool, error) {
 	var version string
 	if err := s.sql.QueryRowContext(ctx, `SELECT VERSION()`).Scan(&version); err != nil {
 		return false, fmt.Errorf("error reading the server's version: %w", translate(err))
