@@ -33,7 +33,11 @@ type Handler interface {
 // effects), and write the changes with one statement per table.
 //
 // HandleBatch must give each callback the outcome Handle would give it if
-// the callbacks ran one after the other: it returns one error per callback
+// the callbacks ran one after the other. The way to make that hold by
+// construction is River's: Handle is HandleBatch applied to a batch of one
+// (as the payment and logistics handlers do), or both call one function
+// that decides a callback's effects; never two hand-kept copies of a rule.
+// It returns one error per callback
 // (nil, NoEffect, or a failure), and writes the notifications of cbs[i]
 // through outs[i]. Any failure, of a callback or of a statement, makes the
 // worker roll the whole batch back and run each callback alone through

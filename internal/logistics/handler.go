@@ -7,7 +7,6 @@ package logistics
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -45,23 +44,14 @@ type Handler struct{}
 
 var _ callback.BatchHandler = Handler{}
 
-// insertEventSQL is a no-op for a (waybill_no, seq) already recorded; rows
-// affected tells which happened.
-const insertEventSQL = `INSERT INTO shipment_events (waybill_no, seq, status, location, occurred_at)
- VALUES (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id`
-
-// upsertShipmentSQL moves status and last_seq only forward: a late event
-// with a lower seq is recorded but never moves the status backwards. MySQL
-// evaluates the assignments left to right, so status is decided before
-// last_seq changes.
+// upsertShipmentUpdate moves status and last_seq only forward: a late
+// event with a lower seq is recorded but never moves the status
+// backwards. MySQL evaluates the assignments left to right, so status is
+// decided before last_seq changes. The rows of the batch's multi-row
+// upsert apply in order, each seeing the ones before.
 //
 // An event without an order code (a carrier that does not know it) leaves
 // the shipment's order code as it is; one with a code fills a missing one.
-const upsertShipmentSQL = `INSERT INTO shipments (waybill_no, order_code, status, last_seq, updated_at)
- VALUES (?, ?, ?, ?, ?)` + upsertShipmentUpdate
-
-// upsertShipmentUpdate is upsertShipmentSQL's update, also of the batch's
-// multi-row upsert (rows apply in order, each seeing the ones before).
 const upsertShipmentUpdate = `
  ON DUPLICATE KEY UPDATE
    order_code = COALESCE(order_code, VALUES(order_code)),
@@ -69,40 +59,10 @@ const upsertShipmentUpdate = `
    updated_at = IF(VALUES(last_seq) > last_seq, VALUES(updated_at), updated_at),
    last_seq = GREATEST(last_seq, VALUES(last_seq))`
 
-// Handle implements callback.Handler.
-func (Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
-	p, err := event(cb)
-	if err != nil {
-		return err
-	}
-	db := tx.WithContext(ctx)
-	res := db.Exec(insertEventSQL, p.WaybillNo, p.Seq, p.Status, p.Location, p.OccurredAt.UTC())
-	if res.Error != nil {
-		return fmt.Errorf("error recording shipment event: %w", res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return nil // this (waybill, seq) was applied before
-	}
-	var orderCode *string
-	if p.OrderCode != "" {
-		orderCode = &p.OrderCode
-	}
-	if err := db.Exec(upsertShipmentSQL, p.WaybillNo, orderCode, p.Status, p.Seq, time.Now().UTC()).Error; err != nil {
-		return fmt.Errorf("error updating shipment: %w", err)
-	}
-	if p.OrderCode == "" {
-		// The carrier does not know the order: the shipment may.
-		// NULL when no event brought one yet (a []*string scan refuses NULL).
-		var known sql.NullString
-		err := db.Raw(`SELECT order_code FROM shipments WHERE waybill_no = ?`, p.WaybillNo).Row().Scan(&known)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("error reading shipment: %w", err)
-		}
-		if known.Valid {
-			p.OrderCode = known.String
-		}
-	}
-	return notify(ctx, out, p)
+// Handle implements callback.Handler: HandleBatch applied to a batch of
+// one, so a carrier event is decided by the same code alone or in a batch.
+func (h Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
+	return h.HandleBatch(ctx, tx, []*callback.Log{cb}, []callback.Outbox{out})[0]
 }
 
 // HandleBatch implements callback.BatchHandler in four statements whatever

@@ -62,36 +62,18 @@ var (
 	ErrPaidByAnother  = errors.New("order already paid by another payment")
 )
 
-// Handle implements callback.Handler.
-func (Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
-	p, err := event(cb)
-	if err != nil {
-		return err
-	}
-	// Plain statements rather than gorm's model methods: this handler runs
-	// for every payment, and each statement costs the worker and the
-	// database the same whatever builds it, plus what gorm adds.
-	db := tx.WithContext(ctx)
-	orders, err := lockOrders(db, []string{p.OrderCode})
-	if err != nil {
-		return err
-	}
-	o, ok := orders[p.OrderCode]
-	if !ok {
-		return callback.Permanent(ErrOrderNotFound)
-	}
-	changed, err := apply(o, p, cb)
-	if err != nil || !changed {
-		return err
-	}
-	if err := writeOrders(db, []*Order{o}); err != nil {
-		return err
-	}
-	return notify(ctx, out, o)
+// Handle implements callback.Handler: HandleBatch applied to a batch of
+// one, so a callback is decided by the same code whether it runs alone
+// (worker.batch_size 1, a message carrying one id, a batch's fallback) or
+// in a batch.
+func (h Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
+	return h.HandleBatch(ctx, tx, []*callback.Log{cb}, []callback.Outbox{out})[0]
 }
 
 // HandleBatch implements callback.BatchHandler: one statement locks the
 // batch's orders, one writes those that changed, whatever the batch's size.
+// Each callback is decided by decide, in id order, on the orders as the
+// callbacks before it left them.
 func (Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log, outs []callback.Outbox) []error {
 	errs := make([]error, len(cbs))
 	events := make([]*Payload, len(cbs))
@@ -108,6 +90,9 @@ func (Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log
 		events[i] = &p
 		codes = append(codes, p.OrderCode)
 	}
+	// Plain statements rather than gorm's model methods: this handler runs
+	// for every payment, and each statement costs the worker and the
+	// database the same whatever builds it, plus what gorm adds.
 	db := tx.WithContext(ctx)
 	orders, err := lockOrders(db, codes)
 	if err != nil {
@@ -115,32 +100,28 @@ func (Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log
 	}
 	var changed []*Order
 	seen := map[string]bool{}
-	paid := make([]bool, len(cbs))
+	effects := make([]effect, len(cbs))
 	for i, p := range events {
 		if p == nil {
 			continue
 		}
-		o, ok := orders[p.OrderCode]
-		if !ok {
-			errs[i] = callback.Permanent(ErrOrderNotFound)
-			return errs
-		}
-		c, err := apply(o, *p, cbs[i])
+		o := orders[p.OrderCode] // nil: no such order
+		e, err := decide(o, *p, cbs[i])
 		if err != nil {
 			errs[i] = err
 			return errs
 		}
-		if c && !seen[o.OrderCode] {
+		if e.changed && !seen[o.OrderCode] {
 			seen[o.OrderCode] = true
 			changed = append(changed, o)
 		}
-		paid[i] = c && o.PaymentStatus == OrderPaid
+		effects[i] = e
 	}
 	if err := writeOrders(db, changed); err != nil {
 		return callback.FailBatch(errs, err)
 	}
 	for i, p := range events {
-		if paid[i] {
+		if effects[i].paid {
 			if err := notify(ctx, outs[i], orders[p.OrderCode]); err != nil {
 				errs[i] = err
 				return errs
@@ -168,24 +149,42 @@ func event(cb *callback.Log) (Payload, error) {
 	return p, nil
 }
 
-// apply decides what payment p does to order o, and does it to o: whether
-// o changed, or why p cannot be applied.
-func apply(o *Order, p Payload, cb *callback.Log) (bool, error) {
+// effect is what one payment does to its order.
+type effect struct {
+	// changed: the order's row changed (it is written back).
+	changed bool
+	// paid: this payment paid the order, so the warehouse ships it and the
+	// loyalty system adds its points. Only a SUCCESS that moves an order
+	// to PAID does; a FAILED payment never does.
+	paid bool
+}
+
+// decide is the one place that decides what payment p does to order o
+// (nil when no such order exists), and does it to o: the order's change
+// and whether it is notified, or why p cannot be applied. Both paths of
+// the handler come here, callback by callback.
+func decide(o *Order, p Payload, cb *callback.Log) (effect, error) {
+	if o == nil {
+		return effect{}, callback.Permanent(ErrOrderNotFound)
+	}
 	if p.Amount != o.Amount {
-		return false, callback.Permanent(fmt.Errorf("%w: callback %d, order %d", ErrAmountMismatch, p.Amount, o.Amount))
+		return effect{}, callback.Permanent(fmt.Errorf("%w: callback %d, order %d", ErrAmountMismatch, p.Amount, o.Amount))
 	}
 	if o.PaymentStatus == OrderPaid {
 		if o.PaymentNo != nil && *o.PaymentNo == p.PaymentNo {
-			return false, nil // the same payment again: already applied
+			return effect{}, nil // the same payment again: already applied
 		}
 		if p.Status == callback.PaymentFailed {
-			return false, nil // a failed attempt of another payment changes nothing
+			return effect{}, nil // a failed attempt of another payment changes nothing
 		}
-		return false, callback.Permanent(ErrPaidByAnother)
+		return effect{}, callback.Permanent(ErrPaidByAnother)
 	}
 	if p.Status == callback.PaymentFailed {
+		if o.PaymentStatus == OrderPaymentFailed {
+			return effect{}, nil // already marked failed
+		}
 		o.PaymentStatus = OrderPaymentFailed
-		return true, nil
+		return effect{changed: true}, nil
 	}
 	paidAt := cb.ReceivedAt
 	if p.PaidAt != nil && !p.PaidAt.IsZero() {
@@ -194,7 +193,7 @@ func apply(o *Order, p Payload, cb *callback.Log) (bool, error) {
 	paidAt = paidAt.UTC()
 	no := p.PaymentNo
 	o.PaymentStatus, o.PaymentNo, o.PaidAt = OrderPaid, &no, &paidAt
-	return true, nil
+	return effect{changed: true, paid: true}, nil
 }
 
 // lockOrders reads and locks the orders of codes, by code.
