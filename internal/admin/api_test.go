@@ -82,9 +82,9 @@ func (e *apiEnv) waitStatus(t *testing.T, id int64, want callback.Status) {
 	e.st.WaitStatus(t, id, want)
 }
 
-func (e *apiEnv) createOrder(t *testing.T, code string, amount int64) {
+func (e *apiEnv) createOrder(t *testing.T, code string, amount int64, currency string) {
 	t.Helper()
-	require.NoError(t, e.st.DB.Exec("INSERT INTO orders (order_code, user_id, amount) VALUES (?, 7, ?)", code, amount).Error)
+	require.NoError(t, e.st.DB.Exec("INSERT INTO orders (order_code, user_id, amount, currency) VALUES (?, 7, ?, ?)", code, amount, currency).Error)
 }
 
 func TestAdminOffWithoutToken(t *testing.T) {
@@ -218,7 +218,7 @@ func TestAdminSingleReplay(t *testing.T) {
 	require.Equal(t, "a reason is required", errBody["error"])
 
 	// Fix the cause, then replay.
-	e.createOrder(t, "ORD-REPLAY-1", 1500)
+	e.createOrder(t, "ORD-REPLAY-1", 1500, "CNY")
 	var res struct {
 		Replayed bool `json:"replayed"`
 		Callback struct {
@@ -302,7 +302,7 @@ func TestAdminBulkReplay(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, e.call(t, "POST", "/admin/api/replays", opsToken, map[string]any{"reason": "x"}, &errBody), "an empty filter is refused")
 
 	for i := range 8 {
-		e.createOrder(t, fmt.Sprintf("ORD-BULK-%d", i), 1500)
+		e.createOrder(t, fmt.Sprintf("ORD-BULK-%d", i), 1500, "CNY")
 	}
 	type job struct {
 		ID         int64      `json:"id"`

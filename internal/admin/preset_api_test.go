@@ -59,7 +59,7 @@ func TestAdminAPIPresetCallbacks(t *testing.T) {
 	require.Equal(t, map[string]any{"orderCode": "#4501", "paymentNo": "4501", "amount": float64(1230), "currency": "USD", "status": "SUCCESS"}, d.Normalized)
 	require.Equal(t, "order not found", d.LastError)
 
-	e.createOrder(t, "#4501", 1230)
+	e.createOrder(t, "#4501", 1230, "USD")
 	path := fmt.Sprintf("/admin/api/callbacks/%d/replay", failed)
 	require.Equal(t, http.StatusOK, e.call(t, "POST", path, opsToken, map[string]any{"reason": "order imported late"}, nil))
 	e.waitStatus(t, failed, callback.StatusSuccess)

@@ -29,7 +29,11 @@ type PaymentEvent struct {
 	PaymentNo string `json:"paymentNo"`
 	// Amount in the currency's minor units (fen, cents), converted exactly.
 	Amount int64 `json:"amount"`
-	// Currency is the ISO 4217 code when the platform says it.
+	// Currency is the ISO 4217 code of Amount, upper case. The presets
+	// always set it (from the platform's own field); a configured JSON
+	// source may leave it out, and the payment is then in the order's
+	// currency. A payment in another currency than its order's never pays
+	// it (payment.ErrCurrencyMismatch).
 	Currency string `json:"currency,omitempty"`
 	// Status is PaymentSuccess or PaymentFailed; empty with Ignored set.
 	Status string `json:"status"`

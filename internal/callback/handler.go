@@ -98,6 +98,30 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
+// ReasonError is a failure a handler names with a short, fixed code (e.g.
+// "currency_mismatch"): a sentinel, wrapped with the detail by fmt.Errorf
+// and %w. The worker counts the callbacks that go to FAILED by it
+// (callgate_callback_failed_reasons_total{kind,reason}).
+type ReasonError struct{ code, msg string }
+
+// NewReason returns a sentinel failure with code (snake_case, a metric
+// label) and msg (what operators read in last_error).
+func NewReason(code, msg string) *ReasonError { return &ReasonError{code: code, msg: msg} }
+
+func (e *ReasonError) Error() string { return e.msg }
+
+// Code is the reason's code.
+func (e *ReasonError) Code() string { return e.code }
+
+// ReasonOf is the code of the ReasonError err wraps, or "other".
+func ReasonOf(err error) string {
+	var r *ReasonError
+	if errors.As(err, &r) {
+		return r.code
+	}
+	return "other"
+}
+
 // Registry maps kinds to their handlers.
 type Registry struct {
 	handlers map[string]Handler

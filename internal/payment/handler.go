@@ -7,7 +7,6 @@ package payment
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -34,9 +33,12 @@ const (
 
 // Order is one orders row.
 type Order struct {
-	OrderCode     string     `gorm:"column:order_code;primaryKey"`
-	UserID        int64      `gorm:"column:user_id"`
-	Amount        int64      `gorm:"column:amount"`
+	OrderCode string `gorm:"column:order_code;primaryKey"`
+	UserID    int64  `gorm:"column:user_id"`
+	// Amount is in the minor units of Currency.
+	Amount int64 `gorm:"column:amount"`
+	// Currency is the ISO 4217 code, upper case.
+	Currency      string     `gorm:"column:currency"`
 	PaymentStatus string     `gorm:"column:payment_status"`
 	PaymentNo     *string    `gorm:"column:payment_no"`
 	PaidAt        *time.Time `gorm:"column:paid_at"`
@@ -55,11 +57,13 @@ type Handler struct{}
 
 var _ callback.BatchHandler = Handler{}
 
-// Errors operators see in last_error.
+// Errors operators see in last_error; each is counted by its code in
+// callgate_callback_failed_reasons_total.
 var (
-	ErrOrderNotFound  = errors.New("order not found")
-	ErrAmountMismatch = errors.New("amount mismatch")
-	ErrPaidByAnother  = errors.New("order already paid by another payment")
+	ErrOrderNotFound    = callback.NewReason("order_not_found", "order not found")
+	ErrAmountMismatch   = callback.NewReason("amount_mismatch", "amount mismatch")
+	ErrCurrencyMismatch = callback.NewReason("currency_mismatch", "currency mismatch")
+	ErrPaidByAnother    = callback.NewReason("paid_by_another", "order already paid by another payment")
 )
 
 // Handle implements callback.Handler: HandleBatch applied to a batch of
@@ -167,8 +171,21 @@ func decide(o *Order, p Payload, cb *callback.Log) (effect, error) {
 	if o == nil {
 		return effect{}, callback.Permanent(ErrOrderNotFound)
 	}
+	// A payment is in a currency: the event's, or, from a configured JSON
+	// source that sends none, the order's. The presets always send one.
+	currency := o.Currency
+	if p.Currency != "" {
+		c, err := callback.Currency(p.Currency)
+		if err != nil {
+			return effect{}, callback.Permanent(fmt.Errorf("invalid payload: %w", err))
+		}
+		currency = c
+	}
+	if currency != o.Currency {
+		return effect{}, callback.Permanent(fmt.Errorf("%w: payment in %s, order in %s", ErrCurrencyMismatch, currency, o.Currency))
+	}
 	if p.Amount != o.Amount {
-		return effect{}, callback.Permanent(fmt.Errorf("%w: callback %d, order %d", ErrAmountMismatch, p.Amount, o.Amount))
+		return effect{}, callback.Permanent(fmt.Errorf("%w: callback %d, order %d (%s minor units)", ErrAmountMismatch, p.Amount, o.Amount, currency))
 	}
 	if o.PaymentStatus == OrderPaid {
 		if o.PaymentNo != nil && *o.PaymentNo == p.PaymentNo {
@@ -203,7 +220,7 @@ func lockOrders(db *gorm.DB, codes []string) (map[string]*Order, error) {
 		return out, nil
 	}
 	var found []Order
-	err := db.Raw(`SELECT order_code, user_id, amount, payment_status, payment_no, paid_at FROM orders WHERE order_code IN ? FOR UPDATE`,
+	err := db.Raw(`SELECT order_code, user_id, amount, currency, payment_status, payment_no, paid_at FROM orders WHERE order_code IN ? FOR UPDATE`,
 		codes).Scan(&found).Error
 	if err != nil {
 		return nil, fmt.Errorf("error loading orders: %w", err)
@@ -254,6 +271,6 @@ func notify(ctx context.Context, out callback.Outbox, o *Order) error {
 		return err
 	}
 	return out.Add(ctx, callback.Message{RoutingKey: RoutingPointsAdd, Payload: map[string]any{
-		"orderCode": o.OrderCode, "userId": o.UserID, "amount": o.Amount,
+		"orderCode": o.OrderCode, "userId": o.UserID, "amount": o.Amount, "currency": o.Currency,
 	}})
 }

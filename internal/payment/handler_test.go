@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"callgate/internal/callback"
 	"callgate/internal/config"
+	"callgate/internal/metrics"
 	"callgate/internal/payment"
 	"callgate/internal/testenv"
 	"callgate/internal/worker"
@@ -73,4 +75,57 @@ func TestFailedPaymentNeverShips(t *testing.T) {
 			}, outbox(), "one pair of notifications, from the payment that paid")
 		})
 	}
+}
+
+// TestPaymentInAnotherCurrencyNeverPays: a payment in another currency
+// than its order's is FAILED at once with a reason naming both, leaves the
+// order as it was, writes no notification and is counted by reason; a
+// payment without a currency (a configured JSON source) is in the order's;
+// points.add says the currency.
+func TestPaymentInAnotherCurrencyNeverPays(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast)
+	st := testenv.Store(t, cfg)
+	m := metrics.New("worker")
+	_, err := st.SQL.Exec(`INSERT INTO orders (order_code, user_id, amount, currency) VALUES ('ORD-CUR-1', 7, 1999, 'USD'), ('ORD-CUR-2', 8, 1999, 'JPY')`)
+	require.NoError(t, err)
+	testenv.StartWorker(t, cfg, worker.Options{Metrics: m})
+	store := func(event, order, currency string) int64 {
+		body := fmt.Sprintf(`{"orderCode":%q,"paymentNo":"PAY-%s","amount":1999,"status":"SUCCESS","currency":%q}`, order, event, currency)
+		if currency == "" {
+			body = fmt.Sprintf(`{"orderCode":%q,"paymentNo":"PAY-%s","amount":1999,"status":"SUCCESS"}`, order, event)
+		}
+		res, err := st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: event,
+			BusinessKey: order, Payload: []byte(body), TraceID: fmt.Sprintf("%032x", 1), ReceivedAt: time.Now()})
+		require.NoError(t, err)
+		msg, err := json.Marshal(map[string][]int64{"log_ids": {res.ID}})
+		require.NoError(t, err)
+		testenv.Publish(t, cfg, "payment", string(msg))
+		return res.ID
+	}
+
+	for i, c := range []string{"JPY", "IDR", "KRW"} {
+		id := store(fmt.Sprintf("e-%d", i), "ORD-CUR-1", c)
+		row := st.WaitStatus(t, id, callback.StatusFailed)
+		require.Equal(t, 1, row.Attempts)
+		require.Equal(t, "currency mismatch: payment in "+c+", order in USD", *row.LastError)
+	}
+	var o payment.Order
+	require.NoError(t, st.DB.Take(&o, "order_code = ?", "ORD-CUR-1").Error)
+	require.Equal(t, payment.OrderUnpaid, o.PaymentStatus, "the order is as it was")
+	var n int64
+	require.NoError(t, st.DB.Table("outbox").Count(&n).Error)
+	require.Zero(t, n, "no notification")
+	require.InDelta(t, 3, testutil.ToFloat64(m.FailedReasons.WithLabelValues("payment", "currency_mismatch")), 0)
+
+	usd := store("e-usd", "ORD-CUR-1", "usd")
+	st.WaitStatus(t, usd, callback.StatusSuccess)
+	yen := store("e-yen", "ORD-CUR-2", "")
+	st.WaitStatus(t, yen, callback.StatusSuccess)
+	var points []string
+	require.NoError(t, st.DB.Raw(`SELECT payload FROM outbox WHERE routing_key = ? ORDER BY id`, payment.RoutingPointsAdd).Scan(&points).Error)
+	require.Equal(t, []string{
+		`{"amount":1999,"currency":"USD","orderCode":"ORD-CUR-1","userId":7}`,
+		`{"amount":1999,"currency":"JPY","orderCode":"ORD-CUR-2","userId":8}`,
+	}, points)
 }

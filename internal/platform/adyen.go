@@ -251,11 +251,15 @@ func (it *adyenItem) callback() (Callback, error) {
 	if amount < 0 {
 		return Callback{}, badRequest("amount.value must not be negative")
 	}
+	currency, err := callback.Currency(it.Amount.Currency)
+	if err != nil {
+		return Callback{}, badRequest("amount.currency: %v", err)
+	}
 	ev := callback.PaymentEvent{
 		OrderCode: it.MerchantReference,
 		PaymentNo: it.PSPReference,
 		Amount:    amount,
-		Currency:  strings.ToUpper(it.Amount.Currency),
+		Currency:  currency,
 		Status:    callback.PaymentFailed,
 	}
 	if it.Success == "true" {

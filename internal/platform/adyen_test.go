@@ -161,7 +161,7 @@ func TestAdyenRotation(t *testing.T) {
 
 func TestAdyenPaysTheOrder(t *testing.T) {
 	p := testenv.StartPlatform(t, "adyen", platform.Config{Secrets: []string{adyenKey}})
-	p.CreateOrder(t, "ORD-AD-1", 1000)
+	p.CreateOrder(t, "ORD-AD-1", 1000, "EUR")
 	body := adyenSigned(adyenKey, authorisation("8816000000000011", "ORD-AD-1", 1000, "true"))
 
 	a := p.Post(t, "adyen", body, jsonHeader())
@@ -188,7 +188,7 @@ func TestAdyenPaysTheOrder(t *testing.T) {
 
 func TestAdyenFailedAndOtherEvents(t *testing.T) {
 	p := testenv.StartPlatform(t, "adyen", platform.Config{Secrets: []string{adyenKey}})
-	p.CreateOrder(t, "ORD-AD-2", 2500)
+	p.CreateOrder(t, "ORD-AD-2", 2500, "EUR")
 	failed := adyenSigned(adyenKey, authorisation("8816000000000021", "ORD-AD-2", 2500, "false"))
 	require.Equal(t, http.StatusOK, p.Post(t, "adyen", failed, jsonHeader()).Status)
 	p.Settled(t, "adyen", "8816000000000021:AUTHORISATION:false")
@@ -205,8 +205,8 @@ func TestAdyenFailedAndOtherEvents(t *testing.T) {
 
 func TestAdyenSeveralItems(t *testing.T) {
 	p := testenv.StartPlatform(t, "adyen", platform.Config{Secrets: []string{adyenKey}})
-	p.CreateOrder(t, "ORD-AD-3", 300)
-	p.CreateOrder(t, "ORD-AD-4", 400)
+	p.CreateOrder(t, "ORD-AD-3", 300, "EUR")
+	p.CreateOrder(t, "ORD-AD-4", 400, "EUR")
 	first := authorisation("8816000000000031", "ORD-AD-3", 300, "true")
 	second := authorisation("8816000000000041", "ORD-AD-4", 400, "true")
 
@@ -229,7 +229,7 @@ func TestAdyenSeveralItems(t *testing.T) {
 
 func TestAdyenRefusals(t *testing.T) {
 	p := testenv.StartPlatform(t, "adyen", platform.Config{Secrets: []string{adyenKey}})
-	p.CreateOrder(t, "ORD-AD-9", 900)
+	p.CreateOrder(t, "ORD-AD-9", 900, "EUR")
 	it := authorisation("8816000000000091", "ORD-AD-9", 900, "true")
 	sig := adyenSign(adyenKey, it)
 	tampered := it
@@ -343,7 +343,7 @@ func FuzzAdyenRead(f *testing.F) {
 // JSON error, nothing is stored, and the gateway still takes a valid one.
 func TestAdyenHostile(t *testing.T) {
 	p := testenv.StartPlatform(t, "adyen", platform.Config{Secrets: []string{adyenKey}})
-	p.CreateOrder(t, "ORD-AD-H", 1000)
+	p.CreateOrder(t, "ORD-AD-H", 1000, "EUR")
 	valid := authorisation("8816000000000099", "ORD-AD-H", 1000, "true")
 	good := adyenSigned(adyenKey, valid)
 	replace := func(old, new string) []byte {

@@ -19,7 +19,8 @@ import (
 // k=v&k=v with the values form-decoded exactly once (rsaCheckV1). sign_type
 // must be RSA2 (RSA, i.e. SHA1withRSA, is refused) and charset utf-8.
 // Event id: notify_id (the same on every resend). Order: out_trade_no;
-// payment: trade_no; amount: total_amount in yuan, converted to fen;
+// payment: trade_no; amount: total_amount in yuan (or in trans_currency
+// when the notification names one), converted to minor units;
 // paid at: gmt_payment (China time). trade_status TRADE_SUCCESS and
 // TRADE_FINISHED pay, TRADE_CLOSED fails, any other (WAIT_BUYER_PAY) is
 // stored and processed without effect. Keys: public_keys, the "Alipay
@@ -107,7 +108,7 @@ func (p *alipay) Read(req Request) ([]Callback, error) {
 	if err != nil {
 		return nil, err
 	}
-	ev := callback.PaymentEvent{OrderCode: order, Currency: alipayCurrency}
+	ev := callback.PaymentEvent{OrderCode: order}
 	switch status {
 	case alipayTradeSuccess, alipayTradeDone:
 		ev.Status = callback.PaymentSuccess
@@ -124,7 +125,13 @@ func (p *alipay) Read(req Request) ([]Callback, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ev.Amount, err = MinorUnits(amount, CurrencyDigits(alipayCurrency)); err != nil {
+	// total_amount is in trans_currency when the order was priced in a
+	// foreign currency (cross-border), else in yuan.
+	currency := alipayCurrency
+	if c := f["trans_currency"]; c != "" {
+		currency = c
+	}
+	if ev.Amount, ev.Currency, err = AmountIn(amount, currency); err != nil {
 		return nil, badRequest("total_amount: %v", err)
 	}
 	if ev.Status == callback.PaymentSuccess {

@@ -65,7 +65,7 @@ func TestAlipayHostile(t *testing.T) {
 		t.Logf("%s: %d", c.name, a.Status)
 	}
 	require.Zero(t, p.Callbacks(t, "alipay"), "nothing hostile is stored")
-	p.CreateOrder(t, alipayOrder, 200)
+	p.CreateOrder(t, alipayOrder, 200, "CNY")
 	requireAlipayAnswer(t, p.Post(t, "alipay", valid, form), http.StatusOK, "success", "a valid notification after them")
 	p.Settled(t, "alipay", alipayNotify)
 }

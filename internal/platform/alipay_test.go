@@ -129,7 +129,7 @@ func TestAlipayBuildsTheDocumentedString(t *testing.T) {
 func TestAlipayPaysTheOrder(t *testing.T) {
 	k := testenv.RSAKeys()[0]
 	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}, AppID: alipayAppID})
-	p.CreateOrder(t, alipayOrder, 200)
+	p.CreateOrder(t, alipayOrder, 200, "CNY")
 	body := alipayExample().signed(k)
 
 	requireAlipayAnswer(t, p.Post(t, "alipay", body, alipayHeader()), http.StatusOK, "success", "a signed notification")
@@ -156,7 +156,7 @@ func TestAlipayPEMKeysDuringARotation(t *testing.T) {
 	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: testenv.RSAPublicKeyPEM(old)}, {Key: testenv.RSAPublicKeyPEM(next)}}})
 	for i, k := range []*rsa.PrivateKey{old, next} {
 		order, notify := []string{"ALI-ROT-OLD", "ALI-ROT-NEW"}[i], []string{"rot-old", "rot-new"}[i]
-		p.CreateOrder(t, order, 12345)
+		p.CreateOrder(t, order, 12345, "CNY")
 		body := alipayExample("out_trade_no", order, "notify_id", notify, "total_amount", "123.45", "trade_no", "T"+notify).signed(k)
 		requireAlipayAnswer(t, p.Post(t, "alipay", body, alipayHeader()), http.StatusOK, "success", order)
 		p.Settled(t, "alipay", notify)
@@ -167,13 +167,13 @@ func TestAlipayPEMKeysDuringARotation(t *testing.T) {
 func TestAlipayClosedAndWaiting(t *testing.T) {
 	k := testenv.RSAKeys()[0]
 	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}})
-	p.CreateOrder(t, "ALI-CLOSED", 200)
+	p.CreateOrder(t, "ALI-CLOSED", 200, "CNY")
 	closed := alipayExample("out_trade_no", "ALI-CLOSED", "notify_id", "n-closed", "trade_status", "TRADE_CLOSED").signed(k)
 	requireAlipayAnswer(t, p.Post(t, "alipay", closed, alipayHeader()), http.StatusOK, "success", "TRADE_CLOSED")
 	p.Settled(t, "alipay", "n-closed")
 	require.Equal(t, payment.OrderPaymentFailed, p.Order(t, "ALI-CLOSED").PaymentStatus)
 
-	p.CreateOrder(t, "ALI-WAIT", 200)
+	p.CreateOrder(t, "ALI-WAIT", 200, "CNY")
 	waiting := alipayExample("out_trade_no", "ALI-WAIT", "notify_id", "n-wait", "trade_status", "WAIT_BUYER_PAY").signed(k)
 	requireAlipayAnswer(t, p.Post(t, "alipay", waiting, alipayHeader()), http.StatusOK, "success", "WAIT_BUYER_PAY")
 	row := p.Settled(t, "alipay", "n-wait")
@@ -187,7 +187,7 @@ func TestAlipayClosedAndWaiting(t *testing.T) {
 func TestAlipayRefusals(t *testing.T) {
 	k, other := testenv.RSAKeys()[0], testenv.RSAKeys()[1]
 	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}, AppID: alipayAppID})
-	p.CreateOrder(t, alipayOrder, 200)
+	p.CreateOrder(t, alipayOrder, 200, "CNY")
 	ex := alipayExample()
 	sign := testenv.SignSHA256WithRSA(k, ex.content())
 	flipped := sign[:10] + map[bool]string{true: "B", false: "A"}[sign[10] == 'A'] + sign[11:]

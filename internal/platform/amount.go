@@ -3,12 +3,14 @@ package platform
 import (
 	"fmt"
 	"strings"
+
+	"callgate/internal/callback"
 )
 
 // MinorUnits converts a decimal amount in major units ("2.00" yuan,
 // "10.5" dollars) to minor units (200 fen, 1050 cents) exactly, never
 // through a float. digits is the currency's number of minor digits (2 for
-// CNY, USD and EUR; see [CurrencyDigits]). Extra fractional digits are
+// CNY, USD and EUR; see [AmountIn]). Extra fractional digits are
 // allowed only when they are zeros ("2.000" is 200, "2.001" is refused).
 // Signs, exponents, spaces and more than 15 integer digits are refused.
 func MinorUnits(s string, digits int) (int64, error) {
@@ -42,15 +44,18 @@ func MinorUnits(s string, digits int) (int64, error) {
 	return n, nil
 }
 
-// CurrencyDigits is the number of minor digits of an ISO 4217 currency
-// (case-insensitive): 2 unless the currency is listed with 0 or 3.
-func CurrencyDigits(currency string) int {
-	switch strings.ToUpper(currency) {
-	case "BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI", "VND", "VUV", "XAF", "XOF", "XPF":
-		return 0
-	case "BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND":
-		return 3
-	default:
-		return 2
+// AmountIn converts a decimal amount in major units of currency (an ISO
+// 4217 code, any case) to minor units by the currency's exponent (JPY 0,
+// USD 2, KWD 3), and returns the currency's code in upper case.
+func AmountIn(amount, currency string) (int64, string, error) {
+	code, err := callback.Currency(currency)
+	if err != nil {
+		return 0, "", err
 	}
+	digits, err := callback.CurrencyDigits(code)
+	if err != nil {
+		return 0, "", err
+	}
+	n, err := MinorUnits(amount, digits)
+	return n, code, err
 }

@@ -43,14 +43,14 @@ func TestStripeShopifyHostile(t *testing.T) {
 			return stripe(`{"id":"evt_h","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","amount":-5,"metadata":{"order_code":"O"}}}}`)
 		}, 400, "not a decimal number"},
 		{"order code of 300 bytes", func() (string, []byte, http.Header) {
-			return stripe(`{"id":"evt_h","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","amount":5,"metadata":{"order_code":"` + strings.Repeat("o", 300) + `"}}}}`)
+			return stripe(`{"id":"evt_h","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","amount":5,"currency":"usd","metadata":{"order_code":"` + strings.Repeat("o", 300) + `"}}}}`)
 		}, 400, "longer than"},
 		{"body over the limit", func() (string, []byte, http.Header) { return stripe(huge) }, 413, "size limit"},
 		{"deep nesting", func() (string, []byte, http.Header) {
 			return shopify(strings.Repeat(`{"a":`, 100000) + "1" + strings.Repeat("}", 100000))
 		}, 400, ""},
 		{"shopify total as a number", func() (string, []byte, http.Header) {
-			return shopify(`{"id":1,"name":"#1","financial_status":"paid","total_price":25.5}`)
+			return shopify(`{"id":1,"name":"#1","financial_status":"paid","currency":"EUR","total_price":25.5}`)
 		}, 400, "must be a string or an integer"},
 	}
 	for _, c := range cases {
@@ -62,7 +62,7 @@ func TestStripeShopifyHostile(t *testing.T) {
 	}
 	require.Zero(t, p.Callbacks(t, "stripe")+p.Callbacks(t, "shopify"), "nothing refused is stored")
 
-	p.CreateOrder(t, "ORD-H-1", 100)
+	p.CreateOrder(t, "ORD-H-1", 100, "USD")
 	src, body, h := stripe(string(stripeEvent("evt_ok", "payment_intent.succeeded", "ORD-H-1", "pi_ok", 100)))
 	require.Equal(t, http.StatusOK, p.Post(t, src, body, h).Status, "the gateway still serves")
 	p.Settled(t, "stripe", "evt_ok")

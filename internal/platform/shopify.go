@@ -86,14 +86,15 @@ func (p *shopify) Read(req Request) ([]Callback, error) {
 	if ev.PaymentNo, err = obj.Scalar("id"); err != nil {
 		return nil, err
 	}
-	if c, err := obj.Scalar("currency"); err == nil {
-		ev.Currency = strings.ToUpper(c)
+	currency, err := obj.Scalar("currency")
+	if err != nil {
+		return nil, err
 	}
 	total, err := obj.Scalar("total_price")
 	if err != nil {
 		return nil, err
 	}
-	if ev.Amount, err = MinorUnits(total, CurrencyDigits(ev.Currency)); err != nil {
+	if ev.Amount, ev.Currency, err = AmountIn(total, currency); err != nil {
 		return nil, badRequest("total_price: %v", err)
 	}
 	return []Callback{{EventID: id, BusinessKey: ev.OrderCode, Event: ev}}, nil

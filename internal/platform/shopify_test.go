@@ -39,7 +39,7 @@ func shopifySigned(body []byte, secret, webhookID, topic string) http.Header {
 
 func TestShopifyPaysTheOrder(t *testing.T) {
 	p := testenv.StartPlatform(t, "shopify", platform.Config{Secrets: []string{"old-secret-still-configured", shopifySecret}})
-	p.CreateOrder(t, "#1001", 2550)
+	p.CreateOrder(t, "#1001", 2550, "EUR")
 	body := shopifyOrder("#1001", 820982911946154508, "25.50")
 
 	a := p.Post(t, "shopify", body, shopifySigned(body, shopifySecret, "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043", "orders/paid"))
@@ -58,7 +58,7 @@ func TestShopifyPaysTheOrder(t *testing.T) {
 
 	// The topic header is not signed: a captured body of an unpaid order
 	// re-sent as orders/paid under a fresh webhook id pays nothing.
-	p.CreateOrder(t, "#1002", 2550)
+	p.CreateOrder(t, "#1002", 2550, "EUR")
 	pending := []byte(`{"id":820982911946154509,"name":"#1002","currency":"EUR","total_price":"25.50","financial_status":"pending"}`)
 	require.Equal(t, http.StatusOK, p.Post(t, "shopify", pending, shopifySigned(pending, shopifySecret, "wh-forged", "orders/paid")).Status)
 	row = p.Settled(t, "shopify", "wh-forged")

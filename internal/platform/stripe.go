@@ -2,7 +2,6 @@ package platform
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"callgate/internal/callback"
@@ -79,8 +78,12 @@ func (p *stripe) Read(req Request) ([]Callback, error) {
 	if ev.Amount, err = MinorUnits(amount, 0); err != nil {
 		return nil, badRequest("data.object.amount: %v", err)
 	}
-	if c, err := obj.Scalar("data.object.currency"); err == nil {
-		ev.Currency = strings.ToUpper(c)
+	currency, err := obj.Scalar("data.object.currency")
+	if err != nil {
+		return nil, err
+	}
+	if ev.Currency, err = callback.Currency(currency); err != nil {
+		return nil, badRequest("data.object.currency: %v", err)
 	}
 	if created, err := obj.Scalar("created"); err == nil {
 		if sec, err := MinorUnits(created, 0); err == nil {

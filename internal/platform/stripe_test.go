@@ -37,7 +37,7 @@ func stripeSigned(body []byte, secret string, ts time.Time) http.Header {
 
 func TestStripePaysTheOrder(t *testing.T) {
 	p := testenv.StartPlatform(t, "stripe", platform.Config{Secrets: []string{stripeSecret}})
-	p.CreateOrder(t, "ORD-ST-1", 1999)
+	p.CreateOrder(t, "ORD-ST-1", 1999, "USD")
 	body := stripeEvent("evt_1", "payment_intent.succeeded", "ORD-ST-1", "pi_1", 1999)
 
 	a := p.Post(t, "stripe", body, stripeSigned(body, stripeSecret, time.Now()))
@@ -68,7 +68,7 @@ func TestStripePaysTheOrder(t *testing.T) {
 
 func TestStripeFailedAndOtherEvents(t *testing.T) {
 	p := testenv.StartPlatform(t, "stripe", platform.Config{Secrets: []string{stripeSecret}})
-	p.CreateOrder(t, "ORD-ST-2", 500)
+	p.CreateOrder(t, "ORD-ST-2", 500, "USD")
 	failed := stripeEvent("evt_2", "payment_intent.payment_failed", "ORD-ST-2", "pi_2", 500)
 	require.Equal(t, http.StatusOK, p.Post(t, "stripe", failed, stripeSigned(failed, stripeSecret, time.Now())).Status)
 	p.Settled(t, "stripe", "evt_2")

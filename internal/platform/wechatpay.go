@@ -50,6 +50,7 @@ const (
 	wechatProbePrefix     = "WECHATPAY/SIGNTEST/"
 	wechatAlgorithm       = "AEAD_AES_256_GCM"
 	wechatAPIv3KeyLen     = 32
+	wechatCurrency        = "CNY"
 )
 
 func newWeChatPay(cfg Config) (Platform, error) {
@@ -169,8 +170,14 @@ func (p *wechatPay) Read(req Request) ([]Callback, error) {
 	if ev.Amount, err = MinorUnits(total, 0); err != nil {
 		return nil, badRequest("amount.total: %v", err)
 	}
+	// amount.currency is CNY for a merchant in mainland China, the only
+	// currency such a merchant may charge; it is read when present.
+	currency := wechatCurrency
 	if c, err := obj.Scalar("amount.currency"); err == nil {
-		ev.Currency = strings.ToUpper(c)
+		currency = c
+	}
+	if ev.Currency, err = callback.Currency(currency); err != nil {
+		return nil, badRequest("amount.currency: %v", err)
 	}
 	if s, err := obj.Scalar("success_time"); err == nil && ev.Status == callback.PaymentSuccess {
 		if t, err := time.Parse(time.RFC3339, s); err == nil {

@@ -85,7 +85,7 @@ func TestWeChatPayHostile(t *testing.T) {
 		t.Logf("%s: %d %s", c.name, a.Status, requireWeChatRefusal(t, a, a.Status, c.name))
 	}
 	require.Zero(t, p.Callbacks(t, "wechatpay"), "nothing hostile is stored")
-	p.CreateOrder(t, "WX-HOSTILE", 100)
+	p.CreateOrder(t, "WX-HOSTILE", 100, "CNY")
 	a := p.Post(t, "wechatpay", valid, wechatSigned(k, wechatPubKeyID, valid, time.Now()))
 	require.Equal(t, http.StatusNoContent, a.Status, "a valid notification after them: %s", a.Body)
 	p.Settled(t, "wechatpay", "EV-HOSTILE")

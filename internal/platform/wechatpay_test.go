@@ -113,7 +113,7 @@ func requireWeChatRefusal(t *testing.T, a testenv.RawAnswer, status int, msg str
 
 func TestWeChatPayPaysTheOrder(t *testing.T) {
 	p := testenv.StartPlatform(t, "wechatpay", wechatKeyConfig())
-	p.CreateOrder(t, "WX-ORD-1", 100)
+	p.CreateOrder(t, "WX-ORD-1", 100, "CNY")
 	body := wechatPaid("EV-2018022511223320873", "WX-ORD-1", "4200000001201807033233368018", "SUCCESS", 100)
 
 	a := p.Post(t, "wechatpay", body, wechatSigned(testenv.RSAKeys()[0], wechatPubKeyID, body, time.Now()))
@@ -151,7 +151,7 @@ func TestWeChatPayCertificatesAndRotation(t *testing.T) {
 		serial string
 	}{{k[0], wechatPubKeyID}, {k[1], serialA}, {k[2], serialB}, {k[1], "5157f09efdc096de"}} {
 		order, id := fmt.Sprintf("WX-ROT-%d", i), fmt.Sprintf("EV-ROT-%d", i)
-		p.CreateOrder(t, order, 2500)
+		p.CreateOrder(t, order, 2500, "CNY")
 		body := wechatPaid(id, order, "42000000"+id, "SUCCESS", 2500)
 		a := p.Post(t, "wechatpay", body, wechatSigned(signer.key, signer.serial, body, time.Now()))
 		require.Equal(t, http.StatusNoContent, a.Status, "%s: %s", signer.serial, a.Body)
@@ -163,13 +163,13 @@ func TestWeChatPayCertificatesAndRotation(t *testing.T) {
 func TestWeChatPayClosedAndNotPaid(t *testing.T) {
 	k := testenv.RSAKeys()[0]
 	p := testenv.StartPlatform(t, "wechatpay", wechatKeyConfig())
-	p.CreateOrder(t, "WX-CLOSED", 300)
+	p.CreateOrder(t, "WX-CLOSED", 300, "CNY")
 	closed := wechatPaid("EV-CLOSED", "WX-CLOSED", "4200000000000000000000000001", "CLOSED", 300)
 	require.Equal(t, http.StatusNoContent, p.Post(t, "wechatpay", closed, wechatSigned(k, wechatPubKeyID, closed, time.Now())).Status)
 	p.Settled(t, "wechatpay", "EV-CLOSED")
 	require.Equal(t, payment.OrderPaymentFailed, p.Order(t, "WX-CLOSED").PaymentStatus)
 
-	p.CreateOrder(t, "WX-NOTPAY", 300)
+	p.CreateOrder(t, "WX-NOTPAY", 300, "CNY")
 	notpay := wechatPaid("EV-NOTPAY", "WX-NOTPAY", "4200000000000000000000000002", "NOTPAY", 300)
 	require.Equal(t, http.StatusNoContent, p.Post(t, "wechatpay", notpay, wechatSigned(k, wechatPubKeyID, notpay, time.Now())).Status)
 	row := p.Settled(t, "wechatpay", "EV-NOTPAY")
@@ -183,7 +183,7 @@ func TestWeChatPayClosedAndNotPaid(t *testing.T) {
 func TestWeChatPayRefusals(t *testing.T) {
 	k := testenv.RSAKeys()
 	p := testenv.StartPlatform(t, "wechatpay", wechatKeyConfig())
-	p.CreateOrder(t, "WX-BAD", 100)
+	p.CreateOrder(t, "WX-BAD", 100, "CNY")
 	body := wechatPaid("EV-BAD", "WX-BAD", "4200000000000000000000000009", "SUCCESS", 100)
 	now := time.Now()
 	good := func() http.Header { return wechatSigned(k[0], wechatPubKeyID, body, now) }

@@ -81,10 +81,11 @@ func (p *Platform) Post(t testing.TB, source string, body []byte, h http.Header)
 	return PostRaw(t, p.GW.URL, source, body, h)
 }
 
-// CreateOrder inserts an UNPAID order of amount (minor units) for user 7.
-func (p *Platform) CreateOrder(t testing.TB, code string, amount int64) {
+// CreateOrder inserts an UNPAID order of amount (minor units of
+// currency) for user 7.
+func (p *Platform) CreateOrder(t testing.TB, code string, amount int64, currency string) {
 	t.Helper()
-	_, err := p.St.SQL.Exec(`INSERT INTO orders (order_code, user_id, amount) VALUES (?, 7, ?)`, code, amount)
+	_, err := p.St.SQL.Exec(`INSERT INTO orders (order_code, user_id, amount, currency) VALUES (?, 7, ?, ?)`, code, amount, currency)
 	require.NoError(t, err)
 }
 

@@ -307,6 +307,7 @@ func (p *Processor) recordFailure(ctx, logCtx context.Context, cb *callback.Log,
 	if f.Final {
 		logger.WarnContext(logCtx, "worker: callback FAILED", "error", msg)
 		p.Metrics.FailedTransitions.WithLabelValues(cb.Kind).Inc()
+		p.Metrics.FailedReasons.WithLabelValues(cb.Kind, callback.ReasonOf(cause)).Inc()
 		p.observe(cb.Kind, "failed", started)
 		p.wakeNext(ctx, cb)
 	} else {

@@ -1,0 +1,1 @@
+ALTER TABLE orders DROP CONSTRAINT ck_orders_currency, DROP COLUMN currency;
