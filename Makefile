@@ -26,8 +26,8 @@ services: ## make sure MariaDB and RabbitMQ run on 127.0.0.1 (installs them if m
 migrate: services build ## apply the database migrations
 	$(BIN)/gateway -config $(CONFIG) migrate
 
-run: migrate ## run the gateway and the worker on :8080 against local services
-	scripts/run.sh $(CONFIG)
+run: migrate ## run the gateway and the worker on :8080 against local services (demo mode: CALLGATE_DEMO=1)
+	CALLGATE_DEMO=$${CALLGATE_DEMO:-1} scripts/run.sh $(CONFIG)
 
 test: services ## every test: unit, integration, browser (race detector on), then the fault suite
 	scripts/chromium.sh

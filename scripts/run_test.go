@@ -137,6 +137,7 @@ func startRun(t *testing.T, dir string) *run {
 		"CALLGATE_AMQP_URL="+cfg.AMQP.URL,
 		"CALLGATE_AMQP_PREFIX="+cfg.AMQP.Prefix,
 		"CALLGATE_HTTP_ADDR=127.0.0.1:0",
+		"CALLGATE_DEMO=1", // as make run sets it
 	)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

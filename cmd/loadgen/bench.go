@@ -335,6 +335,7 @@ func (b *bench) childEnv(httpAddr string) []string {
 		"CALLGATE_AMQP_URL="+b.o.amqpURL,
 		"CALLGATE_AMQP_PREFIX="+b.prefix,
 		"CALLGATE_HTTP_ADDR="+httpAddr,
+		"CALLGATE_DEMO=1", // the benchmark signs with the demo sources' secrets
 	)
 }
 

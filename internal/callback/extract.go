@@ -161,6 +161,20 @@ func (o Object) Scalar(path string) (string, error) {
 	}
 }
 
+// Bool returns the JSON boolean at the dotted path; anything else is a
+// *FieldError naming path.
+func (o Object) Bool(path string) (bool, error) {
+	v, ok := o.lookup(path)
+	if !ok {
+		return false, &FieldError{Field: path, Reason: "is missing"}
+	}
+	b, isBool := v.(bool)
+	if !isBool {
+		return false, &FieldError{Field: path, Reason: "must be true or false"}
+	}
+	return b, nil
+}
+
 // Object returns the object at the dotted path.
 func (o Object) Object(path string) (Object, bool) {
 	v, ok := o.lookup(path)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -30,7 +31,12 @@ var envOverrides = []struct {
 	{"CALLGATE_AMQP_PREFIX", func(c *Config, v string) { c.AMQP.Prefix = v }},
 	{"CALLGATE_HTTP_ADDR", func(c *Config, v string) { c.HTTP.Addr = v }},
 	{"CALLGATE_ADMIN_TOKEN", func(c *Config, v string) { c.Admin.Token = v }},
+	{EnvDemo, func(c *Config, v string) { c.Demo = v == "1" || strings.EqualFold(v, "true") }},
 }
+
+// EnvDemo names the environment variable that switches demo mode on
+// (CALLGATE_DEMO=1): the sources with documented demo secrets serve.
+const EnvDemo = "CALLGATE_DEMO"
 
 // Load reads the file at path, expands ${VAR} and ${VAR:-default} in its
 // string values, applies the environment overrides, fills defaults and

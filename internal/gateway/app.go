@@ -46,12 +46,19 @@ type Listeners struct {
 // accepting and finish in-flight requests on every listener, publish what
 // was accepted (bounded), close the broker, then the database.
 func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls Listeners) error {
-	sources, disabled, err := intake.NewSources(cfg.Sources)
+	sources, disabled, err := intake.NewSources(cfg.Sources, cfg.Demo)
 	if err != nil {
 		return err
 	}
 	if len(disabled) > 0 {
-		log.Info("gateway: sources disabled, their keys are not set (they answer 404)", "sources", strings.Join(disabled, ", "))
+		names, reasons := make([]string, len(disabled)), make([]string, len(disabled))
+		for i, d := range disabled {
+			names[i], reasons[i] = d.Name, d.Name+": "+d.Reason
+		}
+		log.Warn("gateway: sources disabled (they answer 404)", "sources", strings.Join(names, ", "), "reasons", strings.Join(reasons, "; "))
+	}
+	if cfg.Demo {
+		log.Warn("gateway: demo mode (" + config.EnvDemo + "=1): the sources with the README's demo secrets serve; never in production")
 	}
 	st, err := store.Open(cfg.MySQL)
 	if err != nil {

@@ -2,18 +2,65 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"callgate/internal/config"
 	"callgate/internal/gateway"
+	"callgate/internal/kinds"
 	"callgate/internal/logging"
 	"callgate/internal/platform"
 	"callgate/internal/testenv"
 )
+
+// startLogged runs the gateway from cfg with its log captured, until the
+// test ends, and returns its URL and the log.
+func startLogged(t *testing.T, cfg *config.Config) (string, *testenv.SyncBuffer) {
+	t.Helper()
+	logs := &testenv.SyncBuffer{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- gateway.Run(ctx, cfg, logging.New(logging.Config{Level: "info", Format: "json"}, logs), ln)
+	}()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	url := "http://" + ln.Addr().String()
+	testenv.WaitReadyURL(t, url)
+	return url, logs
+}
+
+// disabledLine is the one start-up line that lists the disabled sources.
+func disabledLine(t *testing.T, logs *testenv.SyncBuffer) map[string]any {
+	t.Helper()
+	var lines []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "sources disabled") {
+			lines = append(lines, l)
+		}
+	}
+	require.Len(t, lines, 1, "one line lists the disabled sources:\n%s", logs.String())
+	var line map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &line))
+	return line
+}
+
+func requireUnknown(t *testing.T, url, name string) {
+	t.Helper()
+	a := testenv.PostRaw(t, url, name, []byte(`{}`), http.Header{"Content-Type": {"application/json"}})
+	require.Equal(t, http.StatusNotFound, a.Status, name)
+	require.JSONEq(t, `{"error":"unknown source"}`, string(a.Body), name)
+}
 
 // TestPresetSourcesWithoutKeysAreDisabled: the shipped configuration lists
 // every platform; those whose keys are unset answer 404 and are named in
@@ -29,34 +76,93 @@ func TestPresetSourcesWithoutKeysAreDisabled(t *testing.T) {
 	require.Contains(t, disabled, "shopify")
 	require.NotContains(t, disabled, "stripe")
 
-	logs := &testenv.SyncBuffer{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- gateway.Run(ctx, cfg, logging.New(logging.Config{Level: "info", Format: "json"}, logs), ln)
-	}()
-	defer func() { cancel(); require.NoError(t, <-done) }()
-	url := "http://" + ln.Addr().String()
-	testenv.WaitReadyURL(t, url)
-
-	var lines []string
-	for _, l := range strings.Split(logs.String(), "\n") {
-		if strings.Contains(l, "sources disabled") {
-			lines = append(lines, l)
-		}
-	}
-	require.Len(t, lines, 1, "one line lists the disabled sources:\n%s", logs.String())
-	require.Contains(t, lines[0], `"sources":"`+strings.Join(disabled, ", ")+`"`)
-
+	url, logs := startLogged(t, cfg)
+	require.Equal(t, strings.Join(disabled, ", "), disabledLine(t, logs)["sources"])
 	for _, name := range disabled {
-		a := testenv.PostRaw(t, url, name, []byte(`{}`), http.Header{"Content-Type": {"application/json"}})
-		require.Equal(t, http.StatusNotFound, a.Status, name)
-		require.JSONEq(t, `{"error":"unknown source"}`, string(a.Body), name)
+		requireUnknown(t, url, name)
 	}
 	a := testenv.PostRaw(t, url, "stripe", []byte(`{}`), http.Header{"Content-Type": {"application/json"}})
 	require.Equal(t, http.StatusUnauthorized, a.Status, "stripe is enabled: an unsigned request is refused, not unknown")
+}
+
+// TestPaymentPresetsNeedTheirMerchant: a payment preset whose keys are set
+// stays disabled (404, named with the missing setting in the one start-up
+// line) until its merchant identity is configured: Alipay's app id, WeChat
+// Pay's merchant id, Adyen's merchant accounts, Shopify's shops.
+func TestPaymentPresetsNeedTheirMerchant(t *testing.T) {
+	k := testenv.RSAKeys()[0]
+	keys := map[string]map[string]string{
+		"alipay": {"ALIPAY_PUBLIC_KEY": testenv.RSAPublicKeyPEM(k), "ALIPAY_APP_ID": "2015102700040153"},
+		"wechatpay": {"WECHATPAY_APIV3_KEY": "callgate0test0apiv3key0032bytes!", "WECHATPAY_PUBLIC_KEY_ID": "PUB_KEY_ID_01",
+			"WECHATPAY_PUBLIC_KEY": testenv.RSAPublicKeyPEM(k), "WECHATPAY_MCHID": "1230000109"},
+		"adyen":   {"ADYEN_HMAC_KEY": "DFB1EB5485895CFA84146406857104ABB4CBCABDC8AAF103A624C8F6A3EAAB00", "ADYEN_MERCHANT_ACCOUNTS": "CallgateECOM"},
+		"shopify": {"SHOPIFY_WEBHOOK_SECRET": "shpss_test", "SHOPIFY_SHOP_DOMAINS": "a.myshopify.com"},
+	}
+	required := map[string]string{"alipay": "ALIPAY_APP_ID", "wechatpay": "WECHATPAY_MCHID", "adyen": "ADYEN_MERCHANT_ACCOUNTS",
+		"shopify": "SHOPIFY_SHOP_DOMAINS"}
+	for name, env := range keys {
+		t.Run(name, func(t *testing.T) {
+			for _, vars := range keys {
+				for v := range vars {
+					t.Setenv(v, "")
+				}
+			}
+			for v, val := range env {
+				t.Setenv(v, val)
+			}
+			t.Setenv(required[name], "")
+			url, logs := startLogged(t, testenv.Config(t))
+			line := disabledLine(t, logs)
+			require.Contains(t, strings.Split(line["sources"].(string), ", "), name)
+			require.Contains(t, line["reasons"], name+": platform.")
+			require.Contains(t, line["reasons"], "("+required[name]+") not set")
+			requireUnknown(t, url, name)
+
+			t.Setenv(required[name], env[required[name]])
+			url, logs = startLogged(t, testenv.Config(t))
+			require.NotContains(t, strings.Split(disabledLine(t, logs)["sources"].(string), ", "), name)
+			a := testenv.PostRaw(t, url, name, []byte(`{}`), http.Header{"Content-Type": {"application/json"}})
+			require.NotEqual(t, http.StatusNotFound, a.Status, "%s serves once its merchant is set", name)
+		})
+	}
+}
+
+// TestDemoSourcesOnlyInDemoMode: outside demo mode (CALLGATE_DEMO unset)
+// the sources whose secrets are the README's demo values are disabled and
+// named, with the reason, in the start-up line; a request signed with the
+// published demo secret pays nothing. With CALLGATE_DEMO=1, or with their
+// own secrets set, they serve.
+func TestDemoSourcesOnlyInDemoMode(t *testing.T) {
+	t.Setenv("PAYDEMO_SECRET", "")
+	os.Unsetenv("PAYDEMO_SECRET")
+	t.Setenv("SHIPDEMO_SECRET", "")
+	os.Unsetenv("SHIPDEMO_SECRET")
+	t.Setenv(config.EnvDemo, "")
+	demoOff := func(c *config.Config) { c.Demo = false }
+
+	cfg := testenv.Config(t, demoOff)
+	url, logs := startLogged(t, cfg)
+	line := disabledLine(t, logs)
+	for _, name := range []string{"paydemo", "shipdemo"} {
+		require.Contains(t, strings.Split(line["sources"].(string), ", "), name)
+		require.Contains(t, line["reasons"], name+": its secret is the README's demo value")
+	}
+	body := testenv.PaymentBody("ORD-DEMO", "PAY-DEMO", 1999)
+	a := testenv.PostRaw(t, url, "paydemo", body, testenv.PaydemoHeaders(t, cfg, "msg-demo", time.Now(), body))
+	require.Equal(t, http.StatusNotFound, a.Status, "the published demo secret signs nothing in production")
+
+	t.Setenv(config.EnvDemo, "1")
+	cfg, err := config.Load(filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml"), kinds.Names())
+	require.NoError(t, err)
+	require.True(t, cfg.Demo, "CALLGATE_DEMO=1 is demo mode")
+
+	t.Setenv(config.EnvDemo, "")
+	t.Setenv("PAYDEMO_SECRET", "whsec_"+base64.StdEncoding.EncodeToString([]byte("a-real-secret-of-32-bytes-long!!")))
+	cfg = testenv.Config(t, demoOff)
+	require.Empty(t, cfg.Sources[0].DisabledReason(false), "paydemo with its own secret serves")
+	url, _ = startLogged(t, cfg)
+	a = testenv.PostRaw(t, url, "paydemo", body, testenv.PaydemoHeaders(t, cfg, "msg-demo", time.Now(), body))
+	require.Equal(t, http.StatusOK, a.Status, string(a.Body))
 }
 
 // TestPresetKeysSetButInvalidStopTheStart: a key that is set but unusable

@@ -26,6 +26,10 @@ func (h *Handler) presetCallback(c *gin.Context, src *Source, body []byte, now t
 			h.refuse(c, src, http.StatusUnauthorized, "invalid signature: "+err.Error(), nil)
 			return
 		}
+		if platform.IsForeignMerchant(err) {
+			h.refuse(c, src, http.StatusForbidden, err.Error(), nil)
+			return
+		}
 		h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
 		return
 	}

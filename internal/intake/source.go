@@ -102,14 +102,21 @@ func NewSource(cfg source.Config) (*Source, error) {
 	return s, nil
 }
 
+// Disabled is a configured source left out (it answers 404), and why.
+type Disabled struct {
+	Name   string
+	Reason string
+}
+
 // NewSources builds every enabled source; cfgs were validated by
-// internal/config. disabled names the preset sources left out because
-// their keys are not set (they answer 404).
-func NewSources(cfgs []source.Config) (sources map[string]*Source, disabled []string, err error) {
+// internal/config. disabled lists the sources left out: presets without
+// their keys or merchant identity, and, unless demo, the sources whose
+// secret is a documented demo value (see source.Config.DisabledReason).
+func NewSources(cfgs []source.Config, demo bool) (sources map[string]*Source, disabled []Disabled, err error) {
 	sources = make(map[string]*Source, len(cfgs))
 	for i, c := range cfgs {
-		if c.Disabled() {
-			disabled = append(disabled, c.Name)
+		if reason := c.DisabledReason(demo); reason != "" {
+			disabled = append(disabled, Disabled{Name: c.Name, Reason: reason})
 			continue
 		}
 		s, err := NewSource(c)

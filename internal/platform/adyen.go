@@ -31,11 +31,14 @@ import (
 // merchantReference; payment: pspReference; amount: amount.value, already
 // in minor units, currency amount.currency; paid at: eventDate when it is
 // RFC 3339. Keys: secrets, the HMAC keys in hex (old and new during a
-// rotation). Answer: 200 with the body [accepted] (Adyen's legacy rule;
+// rotation). Merchant: merchant_accounts (required, comma-separated): every
+// item's merchantAccountCode must be one of them, or the request is
+// refused (403) and nothing stored. Answer: 200 with the body [accepted] (Adyen's legacy rule;
 // any 2xx satisfies the current one); refusals are callgate's JSON error.
 // Adyen retries 3 times at once, then from a queue for up to 30 days.
 type adyen struct {
 	verifier *signature.FieldHMAC
+	accounts map[string]bool // merchant account codes this source takes
 }
 
 // AdyenMaxItems bounds the notification items of one request: Adyen sends
@@ -73,7 +76,11 @@ func newAdyen(cfg Config) (Platform, error) {
 	if err != nil {
 		return nil, fieldErr("secrets", err)
 	}
-	return &adyen{verifier: v}, nil
+	accounts := map[string]bool{}
+	for _, a := range splitList(cfg.MerchantAccounts) {
+		accounts[a] = true
+	}
+	return &adyen{verifier: v, accounts: accounts}, nil
 }
 
 // adyenBody is the envelope; the items are read one by one.
@@ -140,6 +147,14 @@ func (p *adyen) Read(req Request) ([]Callback, error) {
 	for i := range items {
 		if err := p.verifier.Verify(items[i].signedFields(), items[i].AdditionalData.HMACSignature); err != nil {
 			return nil, fmt.Errorf("notificationItems[%d]: %w", i, err)
+		}
+	}
+	// The HMAC key is per webhook, and one webhook may serve a company's
+	// every merchant account: the signed merchantAccountCode says whose
+	// notification it is.
+	for i := range items {
+		if !p.accounts[items[i].MerchantAccountCode] {
+			return nil, fmt.Errorf("notificationItems[%d]: %w", i, foreign("merchantAccountCode", items[i].MerchantAccountCode))
 		}
 	}
 	out := make([]Callback, len(items))

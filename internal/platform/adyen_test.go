@@ -43,6 +43,12 @@ type adyenItem struct {
 	Date                        string
 }
 
+// adyenConfig is the adyen preset's keys, taking the tests' merchant
+// account.
+func adyenConfig(keys ...string) platform.Config {
+	return platform.Config{Secrets: keys, MerchantAccounts: "OtherECOM, CallgateECOM, merchantAccount"}
+}
+
 func authorisation(psp, ref string, value int64, success string) adyenItem {
 	return adyenItem{PSP: psp, Account: "CallgateECOM", Ref: ref, Value: value, Currency: "EUR",
 		Event: "AUTHORISATION", Success: success, Date: "2024-05-01T12:30:00+02:00"}
@@ -113,7 +119,7 @@ func jsonHeader() http.Header {
 
 func newAdyen(t testing.TB, keys ...string) platform.Platform {
 	t.Helper()
-	p, err := platform.New("adyen", platform.Config{Secrets: keys})
+	p, err := platform.New("adyen", adyenConfig(keys...))
 	require.NoError(t, err)
 	return p
 }
@@ -160,7 +166,7 @@ func TestAdyenRotation(t *testing.T) {
 }
 
 func TestAdyenPaysTheOrder(t *testing.T) {
-	p := testenv.StartPlatform(t, "adyen", platform.Config{Secrets: []string{adyenKey}})
+	p := testenv.StartPlatform(t, "adyen", adyenConfig(adyenKey))
 	p.CreateOrder(t, "ORD-AD-1", 1000, "EUR")
 	body := adyenSigned(adyenKey, authorisation("8816000000000011", "ORD-AD-1", 1000, "true"))
 
@@ -187,7 +193,7 @@ func TestAdyenPaysTheOrder(t *testing.T) {
 }
 
 func TestAdyenFailedAndOtherEvents(t *testing.T) {
-	p := testenv.StartPlatform(t, "adyen", platform.Config{Secrets: []string{adyenKey}})
+	p := testenv.StartPlatform(t, "adyen", adyenConfig(adyenKey))
 	p.CreateOrder(t, "ORD-AD-2", 2500, "EUR")
 	failed := adyenSigned(adyenKey, authorisation("8816000000000021", "ORD-AD-2", 2500, "false"))
 	require.Equal(t, http.StatusOK, p.Post(t, "adyen", failed, jsonHeader()).Status)
@@ -204,7 +210,7 @@ func TestAdyenFailedAndOtherEvents(t *testing.T) {
 }
 
 func TestAdyenSeveralItems(t *testing.T) {
-	p := testenv.StartPlatform(t, "adyen", platform.Config{Secrets: []string{adyenKey}})
+	p := testenv.StartPlatform(t, "adyen", adyenConfig(adyenKey))
 	p.CreateOrder(t, "ORD-AD-3", 300, "EUR")
 	p.CreateOrder(t, "ORD-AD-4", 400, "EUR")
 	first := authorisation("8816000000000031", "ORD-AD-3", 300, "true")
@@ -228,7 +234,7 @@ func TestAdyenSeveralItems(t *testing.T) {
 }
 
 func TestAdyenRefusals(t *testing.T) {
-	p := testenv.StartPlatform(t, "adyen", platform.Config{Secrets: []string{adyenKey}})
+	p := testenv.StartPlatform(t, "adyen", adyenConfig(adyenKey))
 	p.CreateOrder(t, "ORD-AD-9", 900, "EUR")
 	it := authorisation("8816000000000091", "ORD-AD-9", 900, "true")
 	sig := adyenSign(adyenKey, it)
@@ -269,6 +275,7 @@ func TestAdyenConfiguration(t *testing.T) {
 	}
 
 	t.Setenv("ADYEN_HMAC_KEY", "")
+	t.Setenv("ADYEN_MERCHANT_ACCOUNTS", "CallgateECOM")
 	cfg, err := config.Load(shipped, kinds.Names())
 	require.NoError(t, err)
 	require.True(t, cfg.Sources[index(cfg)].Disabled(), "without a key the source is disabled")
@@ -288,10 +295,12 @@ func TestAdyenConfiguration(t *testing.T) {
 	require.Contains(t, err.Error(), fmt.Sprintf("sources[%d] (adyen).platform.secrets[0]: the Adyen HMAC key is not hex", index(cfg)))
 	require.NotContains(t, err.Error(), "this-is-not-a-hex-key", "the key is not repeated")
 
-	_, err = platform.New("adyen", platform.Config{Secrets: []string{adyenKey, "0AB"}, OrderPath: "x"})
+	_, err = platform.New("adyen", platform.Config{Secrets: []string{adyenKey, "0AB"}, OrderPath: "x", MerchantAccounts: "A"})
 	require.ErrorContains(t, err, "platform.order_path: does not apply to preset adyen")
-	_, err = platform.New("adyen", platform.Config{Secrets: []string{adyenKey, "0AB"}})
+	_, err = platform.New("adyen", platform.Config{Secrets: []string{adyenKey, "0AB"}, MerchantAccounts: "A"})
 	require.ErrorContains(t, err, "platform.secrets[1]: the Adyen HMAC key is not hex")
+	_, err = platform.New("adyen", platform.Config{Secrets: []string{adyenKey}})
+	require.ErrorContains(t, err, "platform.merchant_accounts: is required (ADYEN_MERCHANT_ACCOUNTS)")
 }
 
 func BenchmarkAdyenRead(b *testing.B) {
@@ -342,7 +351,7 @@ func FuzzAdyenRead(f *testing.F) {
 // TestAdyenHostile: broken and hostile requests are refused with callgate's
 // JSON error, nothing is stored, and the gateway still takes a valid one.
 func TestAdyenHostile(t *testing.T) {
-	p := testenv.StartPlatform(t, "adyen", platform.Config{Secrets: []string{adyenKey}})
+	p := testenv.StartPlatform(t, "adyen", adyenConfig(adyenKey))
 	p.CreateOrder(t, "ORD-AD-H", 1000, "EUR")
 	valid := authorisation("8816000000000099", "ORD-AD-H", 1000, "true")
 	good := adyenSigned(adyenKey, valid)
@@ -414,7 +423,7 @@ func TestAdyenHostile(t *testing.T) {
 // TestAdyenItemsKeepTheirOrder: the items of one request get log ids in
 // the order they come, so those of one order are processed in that order.
 func TestAdyenItemsKeepTheirOrder(t *testing.T) {
-	p := testenv.StartPlatform(t, "adyen", platform.Config{Secrets: []string{adyenKey}})
+	p := testenv.StartPlatform(t, "adyen", adyenConfig(adyenKey))
 	var items []adyenItem
 	for i := range 8 {
 		it := authorisation(fmt.Sprintf("88160000000005%02d", i), "ORD-AD-ORDER", 100, "false")

@@ -23,7 +23,7 @@ import (
 
 func TestAlipayHostile(t *testing.T) {
 	k := testenv.RSAKeys()[0]
-	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}})
+	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}, AppID: alipayAppID})
 	valid := alipayExample().signed(k)
 	sign := testenv.SignSHA256WithRSA(k, alipayExample().content())
 	form := alipayHeader()

@@ -112,7 +112,7 @@ func requireAlipayAnswer(t *testing.T, a testenv.RawAnswer, status int, body, ms
 func TestAlipayBuildsTheDocumentedString(t *testing.T) {
 	require.Equal(t, alipayDocumentedContent, string(alipayExample().content()), "the test's parameters are the official example")
 	k := testenv.RSAKeys()[0]
-	p, err := platform.New("alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}})
+	p, err := platform.New("alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}, AppID: alipayAppID})
 	require.NoError(t, err)
 	// Signed over the documented string itself: the preset rebuilt it
 	// byte for byte from the form body.
@@ -153,7 +153,7 @@ func TestAlipayPaysTheOrder(t *testing.T) {
 
 func TestAlipayPEMKeysDuringARotation(t *testing.T) {
 	old, next := testenv.RSAKeys()[0], testenv.RSAKeys()[1]
-	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: testenv.RSAPublicKeyPEM(old)}, {Key: testenv.RSAPublicKeyPEM(next)}}})
+	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: testenv.RSAPublicKeyPEM(old)}, {Key: testenv.RSAPublicKeyPEM(next)}}, AppID: alipayAppID})
 	for i, k := range []*rsa.PrivateKey{old, next} {
 		order, notify := []string{"ALI-ROT-OLD", "ALI-ROT-NEW"}[i], []string{"rot-old", "rot-new"}[i]
 		p.CreateOrder(t, order, 12345, "CNY")
@@ -166,7 +166,7 @@ func TestAlipayPEMKeysDuringARotation(t *testing.T) {
 
 func TestAlipayClosedAndWaiting(t *testing.T) {
 	k := testenv.RSAKeys()[0]
-	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}})
+	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}, AppID: alipayAppID})
 	p.CreateOrder(t, "ALI-CLOSED", 200, "CNY")
 	closed := alipayExample("out_trade_no", "ALI-CLOSED", "notify_id", "n-closed", "trade_status", "TRADE_CLOSED").signed(k)
 	requireAlipayAnswer(t, p.Post(t, "alipay", closed, alipayHeader()), http.StatusOK, "success", "TRADE_CLOSED")
@@ -235,7 +235,7 @@ func TestAlipayReadErrors(t *testing.T) {
 		want string
 	}{
 		"charset gbk":  {alipayExample("charset", "GBK").signed(k), `charset "GBK" is not supported`},
-		"other app":    {alipayExample("app_id", "x").signed(k), `app_id "x" is not the configured app`},
+		"other app":    {alipayExample("app_id", "x").signed(k), `app_id "x" is not this source's`},
 		"no notify_id": {alipayExample("notify_id", "").signed(k), "parameter notify_id is missing"},
 		"bad amount":   {alipayExample("total_amount", "2.001").signed(k), "total_amount: amount \"2.001\" has more than 2 decimal places"},
 		"duplicate":    {append(ex.signed(k), "&app_id="+alipayAppID...), `parameter "app_id" appears twice`},

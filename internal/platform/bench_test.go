@@ -57,14 +57,14 @@ func benchRead(b *testing.B, p platform.Platform, req platform.Request) {
 }
 
 func BenchmarkStripeRead(b *testing.B) {
-	p, err := platform.New("stripe", platform.Config{Secrets: []string{stripeSecret}})
+	p, err := platform.New("stripe", stripeConfig(stripeSecret))
 	require.NoError(b, err)
 	body := stripeEvent("evt_bench", "payment_intent.succeeded", "ORD-BENCH-1", "pi_bench", 1999)
 	benchRead(b, p, platform.Request{Header: stripeSigned(body, stripeSecret, time.Now()), Body: body, Now: time.Now()})
 }
 
 func BenchmarkShopifyRead(b *testing.B) {
-	p, err := platform.New("shopify", platform.Config{Secrets: []string{shopifySecret}})
+	p, err := platform.New("shopify", shopifyConfig(shopifySecret))
 	require.NoError(b, err)
 	body := shopifyOrder("#1001", 820982911946154508, "25.50")
 	benchRead(b, p, platform.Request{Header: shopifySigned(body, shopifySecret, "wh-bench", "orders/paid"), Body: body, Now: time.Now()})

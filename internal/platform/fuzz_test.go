@@ -39,7 +39,7 @@ func checkRead(t *testing.T, p platform.Platform, req platform.Request) {
 // FuzzStripeRead signs whatever body the fuzzer makes, so the parsing
 // behind the signature is what gets explored.
 func FuzzStripeRead(f *testing.F) {
-	p, err := platform.New("stripe", platform.Config{Secrets: []string{stripeSecret}})
+	p, err := platform.New("stripe", stripeConfig(stripeSecret))
 	require.NoError(f, err)
 	f.Add(stripeEvent("evt_1", "payment_intent.succeeded", "ORD-1", "pi_1", 100), true)
 	f.Add(stripeEvent("evt_2", "payment_intent.payment_failed", "ORD-1", "pi_1", 100), true)
@@ -55,7 +55,7 @@ func FuzzStripeRead(f *testing.F) {
 }
 
 func FuzzShopifyRead(f *testing.F) {
-	p, err := platform.New("shopify", platform.Config{Secrets: []string{shopifySecret}})
+	p, err := platform.New("shopify", shopifyConfig(shopifySecret))
 	require.NoError(f, err)
 	f.Add(shopifyOrder("#1", 1, "1.00"), "orders/paid", "wh-1")
 	f.Add([]byte(`{"name":"#1","id":1,"total_price":"1e3"}`), "orders/paid", "wh-2")

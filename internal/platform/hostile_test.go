@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"callgate/internal/platform"
 	"callgate/internal/testenv"
 )
 
@@ -16,8 +15,8 @@ import (
 // oversized ones: each gets a 4xx with a reason, nothing is stored, and a
 // valid notification is still accepted afterwards.
 func TestStripeShopifyHostile(t *testing.T) {
-	p := testenv.StartPlatform(t, "stripe", platform.Config{Secrets: []string{stripeSecret}},
-		testenv.WithPlatform("shopify", platform.Config{Secrets: []string{shopifySecret}}))
+	p := testenv.StartPlatform(t, "stripe", stripeConfig(stripeSecret),
+		testenv.WithPlatform("shopify", shopifyConfig(shopifySecret)))
 	stripe := func(body string) (string, []byte, http.Header) {
 		return "stripe", []byte(body), stripeSigned([]byte(body), stripeSecret, time.Now())
 	}
@@ -34,16 +33,16 @@ func TestStripeShopifyHostile(t *testing.T) {
 		{"not JSON", func() (string, []byte, http.Header) { return stripe("id=evt_1&type=x") }, 400, "not a valid JSON object"},
 		{"JSON array", func() (string, []byte, http.Header) { return stripe(`[{"id":"evt_1"}]`) }, 400, "not a valid JSON object"},
 		{"no order code", func() (string, []byte, http.Header) {
-			return stripe(`{"id":"evt_h","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","amount":100}}}`)
+			return stripe(`{"id":"evt_h","type":"payment_intent.succeeded","livemode":false,"data":{"object":{"id":"pi_1","amount":100,"amount_received":100}}}`)
 		}, 400, `"data.object.metadata.order_code\" is missing`},
 		{"amount as a float", func() (string, []byte, http.Header) {
-			return stripe(`{"id":"evt_h","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","amount":1.5,"metadata":{"order_code":"O"}}}}`)
+			return stripe(`{"id":"evt_h","type":"payment_intent.succeeded","livemode":false,"data":{"object":{"id":"pi_1","amount_received":1.5,"metadata":{"order_code":"O"}}}}`)
 		}, 400, "must be a string or an integer"},
 		{"negative amount", func() (string, []byte, http.Header) {
-			return stripe(`{"id":"evt_h","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","amount":-5,"metadata":{"order_code":"O"}}}}`)
+			return stripe(`{"id":"evt_h","type":"payment_intent.succeeded","livemode":false,"data":{"object":{"id":"pi_1","amount_received":-5,"metadata":{"order_code":"O"}}}}`)
 		}, 400, "not a decimal number"},
 		{"order code of 300 bytes", func() (string, []byte, http.Header) {
-			return stripe(`{"id":"evt_h","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","amount":5,"currency":"usd","metadata":{"order_code":"` + strings.Repeat("o", 300) + `"}}}}`)
+			return stripe(`{"id":"evt_h","type":"payment_intent.succeeded","livemode":false,"data":{"object":{"id":"pi_1","amount_received":5,"currency":"usd","metadata":{"order_code":"` + strings.Repeat("o", 300) + `"}}}}`)
 		}, 400, "longer than"},
 		{"body over the limit", func() (string, []byte, http.Header) { return stripe(huge) }, 413, "size limit"},
 		{"deep nesting", func() (string, []byte, http.Header) {

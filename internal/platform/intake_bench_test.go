@@ -71,11 +71,11 @@ var intakeCases = []intakeCase{
 // intakePlatforms enables every preset source of intakeCases.
 func intakePlatforms() []func(*config.Config) {
 	return []func(*config.Config){
-		testenv.WithPlatform("stripe", platform.Config{Secrets: []string{stripeSecret}}),
-		testenv.WithPlatform("shopify", platform.Config{Secrets: []string{shopifySecret}}),
+		testenv.WithPlatform("stripe", stripeConfig(stripeSecret)),
+		testenv.WithPlatform("shopify", shopifyConfig(shopifySecret)),
 		testenv.WithPlatform("alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(testenv.RSAKeys()[0])}}, AppID: alipayAppID}),
 		testenv.WithPlatform("wechatpay", wechatKeyConfig()),
-		testenv.WithPlatform("adyen", platform.Config{Secrets: []string{adyenKey}}),
+		testenv.WithPlatform("adyen", adyenConfig(adyenKey)),
 		testenv.WithPlatform("kuaidi100", platform.Config{Secrets: []string{kuaidiSalt}}),
 	}
 }

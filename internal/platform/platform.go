@@ -67,8 +67,10 @@ type Platform interface {
 	Kind() string
 	// Read verifies the request and returns its callbacks. A request that
 	// is not authentic returns an error wrapping one of the
-	// internal/signature sentinels (the caller answers 401); any other
-	// error is a bad request (400). Its text is safe to show the sender.
+	// internal/signature sentinels (the caller answers 401); an authentic
+	// one for another merchant than the source's wraps ErrForeignMerchant
+	// (403); any other error is a bad request (400). Its text is safe to
+	// show the sender.
 	// One bad callback refuses the whole request.
 	Read(req Request) ([]Callback, error)
 	// Headers lists the request headers stored with the callback.
@@ -98,8 +100,34 @@ type Config struct {
 	Certificates []string `yaml:"certificates"`
 	// APIv3Key decrypts WeChat Pay resources: 32 bytes.
 	APIv3Key string `yaml:"apiv3_key"`
-	// AppID, when set, must match the notification's app_id (Alipay).
+	// AppID is the merchant's app: Alipay's app_id (required: every
+	// notification's must match), WeChat Pay's appid (checked when set).
 	AppID string `yaml:"app_id"`
+	// SellerID, when set, must match an Alipay notification's seller_id
+	// (the merchant's Alipay account, 2088...).
+	SellerID string `yaml:"seller_id"`
+	// MchID is the WeChat Pay merchant id: required, and every decrypted
+	// resource's mchid must match it.
+	MchID string `yaml:"mchid"`
+	// MerchantAccounts are the Adyen merchant accounts this source takes,
+	// comma-separated: required, and every item's merchantAccountCode
+	// (signed) must be one of them.
+	MerchantAccounts string `yaml:"merchant_accounts"`
+	// Livemode is "true" (the default) or "false": a Stripe event's
+	// livemode must equal it, so a test-mode event never pays a live
+	// order.
+	Livemode string `yaml:"livemode"`
+	// Account, when set, is the Stripe connected account (acct_...) whose
+	// events this source takes: an event's account must equal it. When
+	// unset, an event carrying an account (about a connected account, not
+	// the platform's own) is refused.
+	Account string `yaml:"account"`
+	// ShopDomains are the Shopify shops (x.myshopify.com) this source
+	// takes, comma-separated: required. A delivery's X-Shopify-Shop-Domain
+	// must be one of them, and the shop is part of the order's code
+	// ("<shop>/<name>"), since one app secret signs for every shop that
+	// installs the app and order names repeat across shops.
+	ShopDomains string `yaml:"shop_domains"`
 	// OrderPath is the dotted JSON path of the merchant's order code
 	// (Stripe, Shopify), replacing the preset's default.
 	OrderPath string `yaml:"order_path"`
@@ -137,6 +165,73 @@ func (c Config) KeysSet() bool {
 	return c.APIv3Key != ""
 }
 
+// Empty reports whether no key, option or identity is set (what a source
+// without a preset must have).
+func (c Config) Empty() bool {
+	if c.KeysSet() || c.OrderPath != "" || c.Tolerance != 0 {
+		return false
+	}
+	for _, f := range identityFields {
+		if c.field(f) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// Missing lists what preset name still needs before it can serve: its
+// keys (when none is set) and its merchant identity (the fields it
+// requires), each as "platform.<field>", with the environment variable
+// the shipped configuration reads it from. Empty: the source is enabled.
+func Missing(name string, cfg Config) []string {
+	p, ok := presets[name]
+	if !ok {
+		return nil
+	}
+	var out []string
+	if !cfg.KeysSet() {
+		out = append(out, p.keysHint)
+	}
+	for _, f := range p.requires {
+		if strings.TrimSpace(cfg.field(f.name)) == "" {
+			out = append(out, "platform."+f.name+" ("+f.env+")")
+		}
+	}
+	return out
+}
+
+// field is the value of a merchant identity field, by yaml name.
+func (c Config) field(name string) string {
+	switch name {
+	case "app_id":
+		return c.AppID
+	case "seller_id":
+		return c.SellerID
+	case "mchid":
+		return c.MchID
+	case "merchant_accounts":
+		return c.MerchantAccounts
+	case "livemode":
+		return c.Livemode
+	case "account":
+		return c.Account
+	case "shop_domains":
+		return c.ShopDomains
+	}
+	return ""
+}
+
+// splitList reads a comma-separated list, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
 // nonEmpty drops the entries an unset variable left empty, so one set key
 // of a rotation pair is enough.
 func nonEmpty(list []string) []string {
@@ -154,17 +249,33 @@ type preset struct {
 	kind string
 	// uses lists the Config fields (yaml names) the preset reads.
 	uses []string
-	make func(Config) (Platform, error)
+	// keysHint names the keys, as Missing reports them when none is set.
+	keysHint string
+	// requires lists the merchant identity without which the preset
+	// stays disabled: a validly signed notification for another merchant
+	// must never pay one of ours.
+	requires []required
+	make     func(Config) (Platform, error)
 }
+
+// required is a field a preset needs, and the environment variable the
+// shipped configuration reads it from.
+type required struct{ name, env string }
 
 // presets are the platforms callgate knows, by preset name.
 var presets = map[string]preset{
-	"alipay":       {callback.KindPayment, []string{"public_keys", "app_id"}, newAlipay},
-	"wechatpay-v3": {callback.KindPayment, []string{"public_keys", "certificates", "apiv3_key", "tolerance"}, newWeChatPay},
-	"stripe":       {callback.KindPayment, []string{"secrets", "order_path", "tolerance"}, newStripe},
-	"shopify":      {callback.KindPayment, []string{"secrets", "order_path"}, newShopify},
-	"adyen":        {callback.KindPayment, []string{"secrets"}, newAdyen},
-	"kuaidi100":    {callback.KindLogistics, []string{"secrets"}, newKuaidi100},
+	"alipay": {callback.KindPayment, []string{"public_keys", "app_id", "seller_id"},
+		"platform.public_keys (ALIPAY_PUBLIC_KEY)", []required{{"app_id", "ALIPAY_APP_ID"}}, newAlipay},
+	"wechatpay-v3": {callback.KindPayment, []string{"public_keys", "certificates", "apiv3_key", "tolerance", "mchid", "app_id"},
+		"platform.apiv3_key and public_keys or certificates (WECHATPAY_APIV3_KEY, WECHATPAY_PUBLIC_KEY, WECHATPAY_PLATFORM_CERTS)",
+		[]required{{"mchid", "WECHATPAY_MCHID"}}, newWeChatPay},
+	"stripe": {callback.KindPayment, []string{"secrets", "order_path", "tolerance", "livemode", "account"},
+		"platform.secrets (STRIPE_WEBHOOK_SECRET)", nil, newStripe},
+	"shopify": {callback.KindPayment, []string{"secrets", "order_path", "shop_domains"},
+		"platform.secrets (SHOPIFY_WEBHOOK_SECRET)", []required{{"shop_domains", "SHOPIFY_SHOP_DOMAINS"}}, newShopify},
+	"adyen": {callback.KindPayment, []string{"secrets", "merchant_accounts"},
+		"platform.secrets (ADYEN_HMAC_KEY)", []required{{"merchant_accounts", "ADYEN_MERCHANT_ACCOUNTS"}}, newAdyen},
+	"kuaidi100": {callback.KindLogistics, []string{"secrets"}, "platform.secrets (KUAIDI100_SALT)", nil, newKuaidi100},
 }
 
 // Names lists the presets, sorted.
@@ -193,11 +304,13 @@ func New(name string, cfg Config) (Platform, error) {
 		"public_keys":  len(cfg.PublicKeys) > 0,
 		"certificates": len(cfg.Certificates) > 0,
 		"apiv3_key":    cfg.APIv3Key != "",
-		"app_id":       cfg.AppID != "",
 		"order_path":   cfg.OrderPath != "",
 		"tolerance":    cfg.Tolerance != 0,
 	}
-	for _, f := range []string{"secrets", "public_keys", "certificates", "apiv3_key", "app_id", "order_path", "tolerance"} {
+	for _, f := range identityFields {
+		set[f] = cfg.field(f) != ""
+	}
+	for _, f := range append([]string{"secrets", "public_keys", "certificates", "apiv3_key", "order_path", "tolerance"}, identityFields...) {
 		if set[f] && !slices.Contains(p.uses, f) {
 			errs = append(errs, fmt.Errorf("platform.%s: does not apply to preset %s", f, name))
 		}
@@ -205,10 +318,32 @@ func New(name string, cfg Config) (Platform, error) {
 	if cfg.Tolerance < 0 {
 		errs = append(errs, errors.New("platform.tolerance: must not be negative"))
 	}
+	for _, f := range p.requires {
+		if strings.TrimSpace(cfg.field(f.name)) == "" {
+			errs = append(errs, fmt.Errorf("platform.%s: is required (%s): the merchant this source takes notifications for", f.name, f.env))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return p.make(cfg)
+}
+
+// identityFields are the merchant identity fields of Config, by yaml name.
+var identityFields = []string{"app_id", "seller_id", "mchid", "merchant_accounts", "livemode", "account", "shop_domains"}
+
+// ErrForeignMerchant refuses a validly signed notification for a merchant
+// other than the one the source is configured for (403): it is never
+// stored.
+var ErrForeignMerchant = errors.New("the notification is for another merchant")
+
+// IsForeignMerchant reports a request refused by ErrForeignMerchant.
+func IsForeignMerchant(err error) bool { return errors.Is(err, ErrForeignMerchant) }
+
+// foreign is an ErrForeignMerchant naming what did not match; the values
+// are the sender's and are truncated.
+func foreign(field, got string) error {
+	return fmt.Errorf("%w: %s %q is not this source's", ErrForeignMerchant, field, truncate(got))
 }
 
 // fieldErr names a platform block field in a configuration error.

@@ -20,7 +20,19 @@ const shopifySecret = "shpss_callgate_test_secret"
 // shopifyOrder is an order resource as Shopify's orders/paid sends it.
 func shopifyOrder(name string, id int64, total string) []byte {
 	return fmt.Appendf(nil, `{"id":%d,"name":%q,"email":"buyer@example.com","currency":"EUR","total_price":%q,`+
-		`"financial_status":"paid","line_items":[{"id":1,"title":"Mug","quantity":1,"price":%q}]}`, id, name, total, total)
+		`"financial_status":"paid","updated_at":"2026-11-30T12:00:00-05:00","line_items":[{"id":1,"title":"Mug","quantity":1,"price":%q}]}`,
+		id, name, total, total)
+}
+
+// shopifyCode is the order code of name in the tests' shop.
+func shopifyCode(name string) string { return shopifyShop + "/" + name }
+
+// shopifyShop is the shop the tests' deliveries come from.
+const shopifyShop = "callgate-test.myshopify.com"
+
+// shopifyConfig is the shopify preset's keys, taking shopifyShop.
+func shopifyConfig(secrets ...string) platform.Config {
+	return platform.Config{Secrets: secrets, ShopDomains: "other-shop.myshopify.com, " + shopifyShop}
 }
 
 // shopifySigned signs body as Shopify does: base64 HMAC-SHA256 of the raw
@@ -33,59 +45,78 @@ func shopifySigned(body []byte, secret, webhookID, topic string) http.Header {
 	h.Set("X-Shopify-Hmac-Sha256", base64.StdEncoding.EncodeToString(m.Sum(nil)))
 	h.Set("X-Shopify-Webhook-Id", webhookID)
 	h.Set("X-Shopify-Topic", topic)
-	h.Set("X-Shopify-Shop-Domain", "callgate-test.myshopify.com")
+	h.Set("X-Shopify-Shop-Domain", shopifyShop)
 	return h
 }
 
 func TestShopifyPaysTheOrder(t *testing.T) {
-	p := testenv.StartPlatform(t, "shopify", platform.Config{Secrets: []string{"old-secret-still-configured", shopifySecret}})
-	p.CreateOrder(t, "#1001", 2550, "EUR")
+	p := testenv.StartPlatform(t, "shopify", shopifyConfig("old-secret-still-configured", shopifySecret))
+	p.CreateOrder(t, shopifyCode("#1001"), 2550, "EUR")
+	p.CreateOrder(t, "#1001", 2550, "EUR") // another shop's #1001, or an order of another platform
 	body := shopifyOrder("#1001", 820982911946154508, "25.50")
+	const id = "820982911946154508:orders/paid:2026-11-30T12:00:00-05:00"
 
 	a := p.Post(t, "shopify", body, shopifySigned(body, shopifySecret, "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043", "orders/paid"))
 	require.Equal(t, http.StatusOK, a.Status, string(a.Body))
-	row := p.Settled(t, "shopify", "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043")
-	require.Equal(t, "#1001", row.BusinessKey)
-	require.JSONEq(t, `{"orderCode":"#1001","paymentNo":"820982911946154508","amount":2550,"currency":"EUR","status":"SUCCESS"}`, string(row.Normalized))
-	o := p.Order(t, "#1001")
+	row := p.Settled(t, "shopify", id)
+	require.Equal(t, shopifyCode("#1001"), row.BusinessKey)
+	require.JSONEq(t, `{"orderCode":"`+shopifyCode("#1001")+`","paymentNo":"820982911946154508","amount":2550,"currency":"EUR","status":"SUCCESS"}`,
+		string(row.Normalized))
+	o := p.Order(t, shopifyCode("#1001"))
 	require.Equal(t, payment.OrderPaid, o.PaymentStatus)
 	require.Equal(t, "820982911946154508", *o.PaymentNo)
+	require.Equal(t, payment.OrderUnpaid, p.Order(t, "#1001").PaymentStatus, "#1001 of the shop, not any #1001")
 
-	again := p.Post(t, "shopify", body, shopifySigned(body, shopifySecret, "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043", "orders/paid"))
-	require.Equal(t, http.StatusOK, again.Status)
-	require.Contains(t, string(again.Body), `"duplicate":true`)
+	// Shopify's retry, and the same body re-sent under a fresh webhook id
+	// (the header is not signed): one callback.
+	for _, webhookID := range []string{"b54557e4-bdd9-4b37-8a5f-bf7d70bcd043", "wh-replayed"} {
+		again := p.Post(t, "shopify", body, shopifySigned(body, shopifySecret, webhookID, "orders/paid"))
+		require.Equal(t, http.StatusOK, again.Status)
+		require.Contains(t, string(again.Body), `"duplicate":true`, webhookID)
+	}
 	require.Equal(t, 1, p.Callbacks(t, "shopify"))
 
 	// The topic header is not signed: a captured body of an unpaid order
-	// re-sent as orders/paid under a fresh webhook id pays nothing.
-	p.CreateOrder(t, "#1002", 2550, "EUR")
-	pending := []byte(`{"id":820982911946154509,"name":"#1002","currency":"EUR","total_price":"25.50","financial_status":"pending"}`)
+	// re-sent as orders/paid pays nothing.
+	p.CreateOrder(t, shopifyCode("#1002"), 2550, "EUR")
+	pending := []byte(`{"id":820982911946154509,"name":"#1002","currency":"EUR","total_price":"25.50","financial_status":"pending","updated_at":"2026-11-30T12:00:00Z"}`)
 	require.Equal(t, http.StatusOK, p.Post(t, "shopify", pending, shopifySigned(pending, shopifySecret, "wh-forged", "orders/paid")).Status)
-	row = p.Settled(t, "shopify", "wh-forged")
+	row = p.Settled(t, "shopify", "820982911946154509:orders/paid:2026-11-30T12:00:00Z")
 	require.Contains(t, p.LastNote(t, row.ID), `financial_status "pending" is not paid`)
-	require.Equal(t, payment.OrderUnpaid, p.Order(t, "#1002").PaymentStatus)
+	require.Equal(t, payment.OrderUnpaid, p.Order(t, shopifyCode("#1002")).PaymentStatus)
 
 	// Another topic is stored and changes nothing.
-	other := shopifyOrder("#1001", 820982911946154508, "25.50")
-	require.Equal(t, http.StatusOK, p.Post(t, "shopify", other, shopifySigned(other, shopifySecret, "wh-2", "orders/updated")).Status)
-	row = p.Settled(t, "shopify", "wh-2")
+	require.Equal(t, http.StatusOK, p.Post(t, "shopify", body, shopifySigned(body, shopifySecret, "wh-2", "orders/updated")).Status)
+	row = p.Settled(t, "shopify", "820982911946154508:orders/updated:2026-11-30T12:00:00-05:00")
 	require.Contains(t, p.LastNote(t, row.ID), "orders/updated")
+
+	// A body that is not an order (no updated_at) keeps the webhook id.
+	app := []byte(`{"id":5,"name":"#1001","financial_status":"paid"}`)
+	require.Equal(t, http.StatusOK, p.Post(t, "shopify", app, shopifySigned(app, shopifySecret, "wh-app", "app/uninstalled")).Status)
+	p.Settled(t, "shopify", "wh-app")
 }
 
 func TestShopifyRefusals(t *testing.T) {
-	p := testenv.StartPlatform(t, "shopify", platform.Config{Secrets: []string{shopifySecret}})
+	p := testenv.StartPlatform(t, "shopify", shopifyConfig(shopifySecret))
 	body := shopifyOrder("#2001", 1, "1.00")
-	noID := shopifySigned(body, shopifySecret, "wh-x", "orders/paid")
+	noShop := shopifySigned(body, shopifySecret, "wh-x", "orders/paid")
+	noShop.Del("X-Shopify-Shop-Domain")
+	otherShop := shopifySigned(body, shopifySecret, "wh-x", "orders/paid")
+	otherShop.Set("X-Shopify-Shop-Domain", "someone-else.myshopify.com")
+	notOrder := []byte(`{"id":5}`)
+	noID := shopifySigned(notOrder, shopifySecret, "wh-x", "orders/paid")
 	noID.Del("X-Shopify-Webhook-Id")
 	cases := map[string]struct {
 		body   []byte
 		h      http.Header
 		status int
 	}{
-		"wrong signature": {body, shopifySigned(body, "not-the-secret", "wh-x", "orders/paid"), http.StatusUnauthorized},
-		"tampered body":   {shopifyOrder("#2001", 1, "0.01"), shopifySigned(body, shopifySecret, "wh-x", "orders/paid"), http.StatusUnauthorized},
-		"no signature":    {body, http.Header{"X-Shopify-Webhook-Id": {"wh-x"}}, http.StatusUnauthorized},
-		"no webhook id":   {body, noID, http.StatusBadRequest},
+		"wrong signature":              {body, shopifySigned(body, "not-the-secret", "wh-x", "orders/paid"), http.StatusUnauthorized},
+		"tampered body":                {shopifyOrder("#2001", 1, "0.01"), shopifySigned(body, shopifySecret, "wh-x", "orders/paid"), http.StatusUnauthorized},
+		"no signature":                 {body, http.Header{"X-Shopify-Webhook-Id": {"wh-x"}}, http.StatusUnauthorized},
+		"no webhook id, no updated_at": {notOrder, noID, http.StatusBadRequest},
+		"no shop":                      {body, noShop, http.StatusBadRequest},
+		"a shop not configured":        {body, otherShop, http.StatusForbidden},
 		"amount with more decimals than the currency": {shopifyOrder("#2001", 1, "1.001"),
 			shopifySigned(shopifyOrder("#2001", 1, "1.001"), shopifySecret, "wh-y", "orders/paid"), http.StatusBadRequest},
 	}

@@ -2,6 +2,8 @@ package platform
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"callgate/internal/callback"
@@ -13,12 +15,18 @@ import (
 // secret), with a timestamp window. Event id: id. payment_intent.succeeded
 // pays, payment_intent.payment_failed fails, any other type is stored and
 // processed without effect. Order: data.object.metadata.order_code (or
-// order_path); payment: data.object.id; amount: data.object.amount, already
-// in minor units. Keys: secrets (several during a roll). Any 2xx stops
-// Stripe's retries (up to 3 days in live mode).
+// order_path); payment: data.object.id; amount: data.object.amount_received
+// for a success, data.object.amount for a failure, already in minor units;
+// currency: data.object.currency. Keys: secrets (several during a roll).
+// Merchant: livemode ("true" by default) must equal the event's livemode,
+// and account, when set, its account (Connect); when unset, an event
+// carrying an account is refused (403, not stored). Any 2xx stops Stripe's
+// retries (up to 3 days in live mode).
 type stripe struct {
 	verifier  signature.Verifier
 	orderPath string
+	livemode  bool
+	account   string // the connected account taken; "" for the platform's own
 }
 
 // StripeOrderPathDefault is where the stripe preset reads the order code.
@@ -29,9 +37,16 @@ func newStripe(cfg Config) (Platform, error) {
 	if err != nil {
 		return nil, fieldErr("secrets", err)
 	}
-	p := &stripe{verifier: v, orderPath: cfg.OrderPath}
+	p := &stripe{verifier: v, orderPath: cfg.OrderPath, livemode: true, account: strings.TrimSpace(cfg.Account)}
 	if p.orderPath == "" {
 		p.orderPath = StripeOrderPathDefault
+	}
+	switch strings.TrimSpace(cfg.Livemode) {
+	case "", "true":
+	case "false":
+		p.livemode = false
+	default:
+		return nil, fieldErr("livemode", fmt.Errorf("%q is neither true nor false (STRIPE_LIVEMODE)", cfg.Livemode))
 	}
 	return p, nil
 }
@@ -55,6 +70,23 @@ func (p *stripe) Read(req Request) ([]Callback, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The endpoint secret says the event is Stripe's; livemode and account
+	// say whose money it is. A test-mode event never pays a live order, and
+	// a connected account's event only the source configured for it.
+	live, err := obj.Bool("livemode")
+	if err != nil {
+		return nil, err
+	}
+	if live != p.livemode {
+		return nil, foreign("livemode", strconv.FormatBool(live))
+	}
+	account, _ := obj.Scalar("account")
+	if account != p.account {
+		if account == "" {
+			return nil, foreign("account", "(the platform's own)")
+		}
+		return nil, foreign("account", account)
+	}
 	ev := callback.PaymentEvent{}
 	switch typ {
 	case "payment_intent.succeeded":
@@ -71,12 +103,18 @@ func (p *stripe) Read(req Request) ([]Callback, error) {
 	if ev.PaymentNo, err = obj.Scalar("data.object.id"); err != nil {
 		return nil, err
 	}
-	amount, err := obj.Scalar("data.object.amount")
+	// A success pays what was received (a PaymentIntent of amount 5000
+	// may have received 100); a failure is about the amount asked.
+	amountField := "data.object.amount_received"
+	if ev.Status == callback.PaymentFailed {
+		amountField = "data.object.amount"
+	}
+	amount, err := obj.Scalar(amountField)
 	if err != nil {
 		return nil, err
 	}
 	if ev.Amount, err = MinorUnits(amount, 0); err != nil {
-		return nil, badRequest("data.object.amount: %v", err)
+		return nil, badRequest("%s: %v", amountField, err)
 	}
 	currency, err := obj.Scalar("data.object.currency")
 	if err != nil {

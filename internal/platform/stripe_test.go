@@ -21,8 +21,14 @@ const stripeSecret = "whsec_test_callgate_stripe_secret"
 // stripeEvent is a Stripe Event of type typ about a PaymentIntent for order.
 func stripeEvent(id, typ, order, pi string, amount int64) []byte {
 	return fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-08-27.basil","created":1764547200,"livemode":false,`+
-		`"type":%q,"data":{"object":{"id":%q,"object":"payment_intent","amount":%d,"currency":"usd","status":"succeeded",`+
-		`"metadata":{"order_code":%q}}}}`, id, typ, pi, amount, order)
+		`"type":%q,"data":{"object":{"id":%q,"object":"payment_intent","amount":%d,"amount_received":%d,"currency":"usd","status":"succeeded",`+
+		`"metadata":{"order_code":%q}}}}`, id, typ, pi, amount, amount, order)
+}
+
+// stripeConfig is the stripe preset's keys for the test-mode events of
+// these tests (livemode false, no connected account).
+func stripeConfig(secrets ...string) platform.Config {
+	return platform.Config{Secrets: secrets, Livemode: "false"}
 }
 
 // stripeSigned signs body with stripe-go's own test helper (the
@@ -36,7 +42,7 @@ func stripeSigned(body []byte, secret string, ts time.Time) http.Header {
 }
 
 func TestStripePaysTheOrder(t *testing.T) {
-	p := testenv.StartPlatform(t, "stripe", platform.Config{Secrets: []string{stripeSecret}})
+	p := testenv.StartPlatform(t, "stripe", stripeConfig(stripeSecret))
 	p.CreateOrder(t, "ORD-ST-1", 1999, "USD")
 	body := stripeEvent("evt_1", "payment_intent.succeeded", "ORD-ST-1", "pi_1", 1999)
 
@@ -67,7 +73,7 @@ func TestStripePaysTheOrder(t *testing.T) {
 }
 
 func TestStripeFailedAndOtherEvents(t *testing.T) {
-	p := testenv.StartPlatform(t, "stripe", platform.Config{Secrets: []string{stripeSecret}})
+	p := testenv.StartPlatform(t, "stripe", stripeConfig(stripeSecret))
 	p.CreateOrder(t, "ORD-ST-2", 500, "USD")
 	failed := stripeEvent("evt_2", "payment_intent.payment_failed", "ORD-ST-2", "pi_2", 500)
 	require.Equal(t, http.StatusOK, p.Post(t, "stripe", failed, stripeSigned(failed, stripeSecret, time.Now())).Status)
@@ -82,7 +88,7 @@ func TestStripeFailedAndOtherEvents(t *testing.T) {
 }
 
 func TestStripeRefusals(t *testing.T) {
-	p := testenv.StartPlatform(t, "stripe", platform.Config{Secrets: []string{stripeSecret}})
+	p := testenv.StartPlatform(t, "stripe", stripeConfig(stripeSecret))
 	body := stripeEvent("evt_bad", "payment_intent.succeeded", "ORD-ST-9", "pi_9", 100)
 	tampered := stripeSigned(body, stripeSecret, time.Now())
 	cases := map[string]struct {

@@ -30,6 +30,9 @@ import (
 // public_keys ({id, key}: the WeChat Pay public key and its id) and/or
 // certificates (PEM bundles of platform certificates): during a switch
 // from certificates to the public key, or a rotation, configure both.
+// Merchant: mchid (required) must match the decrypted resource's mchid,
+// and app_id, when set, its appid; another merchant's notification is
+// refused (403) and not stored.
 // Answers: 204 with no body; a refusal is the intake's 4xx/5xx with
 // {"code":"FAIL","message":...}, after which WeChat Pay resends
 // (15s/15s/30s/3m/10m/20m/30m/30m/30m/60m/3h/3h/3h/6h/6h).
@@ -37,6 +40,8 @@ type wechatPay struct {
 	keys      *signature.KeyRing
 	aes       *AESGCM
 	tolerance time.Duration
+	mchID     string
+	appID     string // "" when not checked
 }
 
 // WeChat Pay's headers and values.
@@ -73,7 +78,8 @@ func newWeChatPay(cfg Config) (Platform, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &wechatPay{keys: ring, aes: aes, tolerance: toleranceOr(cfg.Tolerance)}, nil
+	return &wechatPay{keys: ring, aes: aes, tolerance: toleranceOr(cfg.Tolerance),
+		mchID: strings.TrimSpace(cfg.MchID), appID: strings.TrimSpace(cfg.AppID)}, nil
 }
 
 func (p *wechatPay) Kind() string { return callback.KindPayment }
@@ -132,6 +138,20 @@ func (p *wechatPay) Read(req Request) ([]Callback, error) {
 	obj, err := callback.ParseObject(plain)
 	if err != nil {
 		return nil, badRequest("resource: the decrypted text is not a JSON object")
+	}
+	// One merchant's APIv3 key and WeChat Pay's key say nothing about
+	// whose notification this is: the resource does.
+	mchID, err := obj.Scalar("mchid")
+	if err != nil {
+		return nil, badRequest("resource: %v", err)
+	}
+	if mchID != p.mchID {
+		return nil, foreign("mchid", mchID)
+	}
+	if p.appID != "" {
+		if appID, _ := obj.Scalar("appid"); appID != p.appID {
+			return nil, foreign("appid", appID)
+		}
 	}
 	if r.OriginalType != "transaction" && !strings.HasPrefix(env.EventType, "TRANSACTION.") {
 		ev := callback.PaymentEvent{Ignored: fmt.Sprintf("wechat pay %s notification (%s) is not about a payment",

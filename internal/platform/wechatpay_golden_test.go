@@ -77,7 +77,7 @@ func TestWeChatPayPublishedNotification(t *testing.T) {
 	// The preset with the vector's certificate: the headers, the window and
 	// the signature hold (the published key is 16 bytes, so the preset's
 	// 32-byte key cannot open the resource: a 400, not a 401).
-	p, err := platform.New("wechatpay-v3", platform.Config{APIv3Key: "0123456789abcdef0123456789abcdef", Certificates: []string{notifyVectorCert}})
+	p, err := platform.New("wechatpay-v3", platform.Config{MchID: "1234567890", APIv3Key: "0123456789abcdef0123456789abcdef", Certificates: []string{notifyVectorCert}})
 	require.NoError(t, err)
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")

@@ -125,7 +125,7 @@ func TestWeChatPayReadMapping(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, callback.PaymentEvent{OrderCode: "WX-C", PaymentNo: "EV-C", Amount: 5, Currency: "CNY", Status: callback.PaymentFailed}, ev,
 		"an order closed before any payment has no transaction: the notification id stands in")
-	refund := `{"mchid":"1900000100","out_trade_no":"WX-R","transaction_id":"T","out_refund_no":"R1","refund_status":"SUCCESS","amount":{"total":5,"refund":5}}`
+	refund := `{"mchid":"`+wechatMchID+`","out_trade_no":"WX-R","transaction_id":"T","out_refund_no":"R1","refund_status":"SUCCESS","amount":{"total":5,"refund":5}}`
 	ev, cb, err := read(wechatNotification("EV-R", "REFUND.SUCCESS", "refund", wechatAPIv3Key, refund))
 	require.NoError(t, err)
 	require.Contains(t, ev.Ignored, "REFUND.SUCCESS", "a refund is stored without effect")
@@ -194,6 +194,7 @@ func TestWeChatPayConfiguration(t *testing.T) {
 	for _, v := range vars {
 		unsetEnv(t, v, v+"_FILE")
 	}
+	t.Setenv("WECHATPAY_MCHID", wechatMchID)
 	cfg, err := loadShipped(t)
 	require.NoError(t, err)
 	require.True(t, shippedSource(t, cfg, "wechatpay").Disabled(), "without keys the wechatpay source is disabled")
@@ -249,10 +250,10 @@ func TestWeChatPayConfiguration(t *testing.T) {
 		require.NoError(t, err, "%s from the mounted files verifies", signer.serial)
 	}
 
-	_, err = platform.New("wechatpay-v3", platform.Config{APIv3Key: wechatAPIv3Key, AppID: "x",
+	_, err = platform.New("wechatpay-v3", platform.Config{APIv3Key: wechatAPIv3Key, SellerID: "x", MchID: wechatMchID,
 		PublicKeys: []platform.PublicKey{{ID: "A", Key: testenv.RSAPublicKeyPEM(k[0])}, {ID: "a", Key: testenv.RSAPublicKeyPEM(k[1])}}})
-	require.ErrorContains(t, err, "platform.app_id: does not apply to preset wechatpay-v3")
-	_, err = platform.New("wechatpay-v3", platform.Config{APIv3Key: wechatAPIv3Key,
+	require.ErrorContains(t, err, "platform.seller_id: does not apply to preset wechatpay-v3")
+	_, err = platform.New("wechatpay-v3", platform.Config{APIv3Key: wechatAPIv3Key, MchID: wechatMchID,
 		PublicKeys: []platform.PublicKey{{ID: "A", Key: testenv.RSAPublicKeyPEM(k[0])}, {ID: "a", Key: testenv.RSAPublicKeyPEM(k[1])}}})
 	require.ErrorContains(t, err, "platform.public_keys[1]: key id a is given twice with different keys")
 }

@@ -28,6 +28,7 @@ import (
 const (
 	wechatAPIv3Key = "callgate0test0apiv3key0032bytes!"
 	wechatPubKeyID = "PUB_KEY_ID_0114232134912410000000000000"
+	wechatMchID    = "1230000109"
 )
 
 var (
@@ -38,7 +39,7 @@ var (
 // wechatTransaction is the decrypted resource of a payment notification,
 // shaped like the documented example.
 func wechatTransaction(order, txn, state string, total int64) string {
-	return fmt.Sprintf(`{"mchid":"1230000109","appid":"wxd678efh567hg6787","out_trade_no":%q,"transaction_id":%q,`+
+	return fmt.Sprintf(`{"mchid":`+strconv.Quote(wechatMchID)+`,"appid":"wxd678efh567hg6787","out_trade_no":%q,"transaction_id":%q,`+
 		`"trade_type":"JSAPI","trade_state":%q,"trade_state_desc":"支付成功","bank_type":"CMC","attach":"",`+
 		`"success_time":"2018-06-08T10:34:56+08:00","payer":{"openid":"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"},`+
 		`"amount":{"total":%d,"payer_total":%d,"currency":"CNY","payer_currency":"CNY"}}`, order, txn, state, total, total)
@@ -97,7 +98,8 @@ func wechatSigned(k *rsa.PrivateKey, serial string, body []byte, ts time.Time) h
 
 // wechatKeyConfig configures the WeChat Pay public key (key 0).
 func wechatKeyConfig() platform.Config {
-	return platform.Config{APIv3Key: wechatAPIv3Key, PublicKeys: []platform.PublicKey{{ID: wechatPubKeyID, Key: testenv.RSAPublicKeyPEM(testenv.RSAKeys()[0])}}}
+	return platform.Config{MchID: wechatMchID, APIv3Key: wechatAPIv3Key,
+		PublicKeys: []platform.PublicKey{{ID: wechatPubKeyID, Key: testenv.RSAPublicKeyPEM(testenv.RSAKeys()[0])}}}
 }
 
 // requireWeChatRefusal asserts a refusal in WeChat Pay's words.

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"text/template"
 	"time"
@@ -154,8 +155,43 @@ func (r Retry) WithDefaults() Retry {
 	return r
 }
 
-// Disabled reports whether this is a preset source without keys.
-func (c Config) Disabled() bool { return c.Preset != "" && !c.Platform.KeysSet() }
+// Disabled reports whether this is a preset source without its keys or
+// its merchant identity (see DisabledReason).
+func (c Config) Disabled() bool { return c.Preset != "" && len(platform.Missing(c.Preset, c.Platform)) > 0 }
+
+// DemoSecrets are the secrets the README and configs/callgate.yaml
+// publish for the demo sources: anyone can sign with them, so a source
+// that accepts one serves only in demo mode (config demo, CALLGATE_DEMO=1).
+var DemoSecrets = []string{
+	"whsec_Y2FsbGdhdGUtcGF5ZGVtby1kZW1vLWtleS0zMmJ5dGU=", // paydemo
+	"shipdemo-demo-secret",                              // shipdemo
+}
+
+// HasDemoSecret reports whether the source accepts a documented demo
+// secret.
+func (c Config) HasDemoSecret() bool {
+	for _, s := range append(slices.Clone(c.Signature.Secrets), c.Platform.Secrets...) {
+		if slices.Contains(DemoSecrets, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// DisabledReason says why the source does not serve (it answers 404), or
+// "" when it does: a preset without its keys or merchant identity, or,
+// outside demo mode, a source that accepts a documented demo secret.
+func (c Config) DisabledReason(demo bool) string {
+	if c.Preset != "" {
+		if missing := platform.Missing(c.Preset, c.Platform); len(missing) > 0 {
+			return strings.Join(missing, " and ") + " not set"
+		}
+	}
+	if !demo && c.HasDemoSecret() {
+		return "its secret is the README's demo value: set its own secret, or CALLGATE_DEMO=1 for the demo"
+	}
+	return ""
+}
 
 // WithDefaults returns a copy with every unset field at its default.
 func (c Config) WithDefaults() Config {
@@ -267,7 +303,7 @@ func (c Config) validateGeneric() []error {
 			bad("response.body", "invalid template: %v", err)
 		}
 	}
-	if c.Platform.KeysSet() || c.Platform.AppID != "" || c.Platform.OrderPath != "" {
+	if !c.Platform.Empty() {
 		bad("platform", "applies only to a source with a preset")
 	}
 	return errs

@@ -132,6 +132,7 @@ func Config(t testing.TB, mutate ...func(*config.Config)) *config.Config {
 	cfg.HTTP.ShutdownTimeout = 5 * time.Second
 	cfg.Log.Level = "warn"
 	cfg.Worker.MetricsAddr = "127.0.0.1:0"
+	cfg.Demo = true // the tests sign with the demo sources' secrets
 	for _, m := range mutate {
 		m(cfg)
 	}

@@ -148,7 +148,7 @@ func TestPaymentEndToEnd(t *testing.T) {
 		require.Contains(t, tp, row.TraceID, "the platform's trace reaches the downstream message")
 	}
 	require.Equal(t, map[string]any{"orderCode": order}, byKey[payment.RoutingWarehouseShip])
-	require.Equal(t, map[string]any{"orderCode": order, "userId": float64(100), "amount": float64(1000)}, byKey[payment.RoutingPointsAdd])
+	require.Equal(t, map[string]any{"orderCode": order, "userId": float64(100), "amount": float64(1000), "currency": "CNY"}, byKey[payment.RoutingPointsAdd])
 	for _, r := range e.outboxRows(t, id) {
 		require.Equal(t, outbox.StatusSent, r.Status)
 		require.NotNil(t, r.SentAt)

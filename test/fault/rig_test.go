@@ -100,6 +100,7 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		"CALLGATE_AMQP_URL=" + cfg.AMQP.URL,
 		"CALLGATE_AMQP_PREFIX=" + cfg.AMQP.Prefix,
 		"CALLGATE_HTTP_ADDR=" + addr,
+		"CALLGATE_DEMO=1", // the suite signs with the demo sources' secrets
 	}
 	r.gw = newProc(t, "gateway", gatewayBin, env, "-config", r.cfgPath)
 	r.gw.ready = readyzCheck(r.url, 30*time.Second)
