@@ -69,15 +69,17 @@ func (h *Handler) Mount(r *gin.Engine) {
 	api.GET("/stats", h.apiStats)
 }
 
-// bearer authenticates Authorization: Bearer <token>.
+// bearer authenticates Authorization: Bearer <token>. A valid token is
+// never refused because others failed from the same address (behind a
+// proxy, everybody's): the failure limiter only answers failures.
 func (h *Handler) bearer(c *gin.Context) {
-	if h.tooManyFailures(c) {
-		return
-	}
 	auth := c.GetHeader("Authorization")
 	token, ok := strings.CutPrefix(auth, "Bearer ")
 	name, err := h.Tokens.Authenticate(strings.TrimSpace(token))
 	if !ok || err != nil {
+		if h.tooManyFailures(c) {
+			return
+		}
 		h.Failures.Fail(ClientAddr(c))
 		h.Log.WarnContext(c.Request.Context(), "admin: rejected API call", "path", c.Request.URL.Path, "remote", ClientAddr(c))
 		c.Header("WWW-Authenticate", `Bearer realm="callgate-admin"`)

@@ -114,7 +114,12 @@ func (t Tokens) sessionMAC(name string, id SessionID) ([]byte, bool) {
 }
 
 // FailureLimiter slows token guessing down: each client address may fail
-// Burst times in a row, then once per Every. Successful logins do not count.
+// Burst times in a row, then once per Every; past that its failures are
+// answered 429. Successful logins do not count, and are never refused: the
+// limiter is consulted only once a token or session has failed, so ten bad
+// tokens from one address (behind a proxy: from everybody) cannot lock the
+// valid ones out during an incident. What stops guessing is the tokens'
+// length (at least 12 characters; use 32 random ones).
 // It remembers at most MaxClients addresses; past that it forgets the one
 // seen least recently, so a spray of fresh addresses cannot wipe the record
 // of a client that is still guessing (resetting the whole table would hand

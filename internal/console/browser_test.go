@@ -151,7 +151,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 	// 6b. A platform preset's callback: the raw body as signed, the
 	// normalized event beside it, and the reason it changed nothing in
 	// its attempt.
-	stripeID := e.stripe(t, `{"id":"evt_browser_1","object":"event","type":"charge.refunded","data":{"object":{"id":"ch_1","metadata":{"order_code":"ORD-BROWSER-ST"}}}}`)
+	stripeID := e.stripe(t, `{"id":"evt_browser_1","object":"event","livemode":true,"type":"charge.refunded","data":{"object":{"id":"ch_1","metadata":{"order_code":"ORD-BROWSER-ST"}}}}`)
 	e.waitStatus(t, stripeID, callback.StatusSuccess)
 	e.run(t, chromedp.Navigate(fmt.Sprintf("%s/admin/callbacks/%d", base, stripeID)))
 	require.Contains(t, e.text(t, "#payload"), `"evt_browser_1"`)
@@ -264,8 +264,26 @@ func TestAdminPageInBrowser(t *testing.T) {
 	resp, body = e.get(t, "/admin/", &http.Cookie{Name: "callgate_admin", Value: "guess-token-000001"})
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 	require.Contains(t, body, "Too many failed attempts")
+	// Only failures wait: the valid token still logs in from that address,
+	// and a live session still works.
+	resp, _ = e.post(t, "/admin/login", url.Values{"token": {browserSecret}}, nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "a valid token is never refused because others failed")
+	resp, _ = e.get(t, "/admin/", &http.Cookie{Name: sessionCookieOf(t, resp).Name, Value: sessionCookieOf(t, resp).Value})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 
 	t.Logf("browser test took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// sessionCookieOf is the session cookie a login answer sets.
+func sessionCookieOf(t *testing.T, resp *http.Response) *http.Cookie {
+	t.Helper()
+	for _, c := range resp.Cookies() {
+		if c.Name == "callgate_admin" && c.Value != "" {
+			return c
+		}
+	}
+	require.FailNow(t, "the login set no session cookie")
+	return nil
 }
 
 func (e *pageEnv) do(t *testing.T, req *http.Request, ck *http.Cookie, hdr ...string) (*http.Response, string) {

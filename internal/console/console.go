@@ -240,12 +240,13 @@ func (h *Console) login(c *gin.Context) {
 		h.renderError(c, http.StatusForbidden, "Log in from the callgate login page.")
 		return
 	}
-	if h.pageTooManyFailures(c) {
-		return
-	}
 	token := strings.TrimSpace(c.Request.PostForm.Get("token"))
 	name, err := h.Tokens.Authenticate(token)
 	if err != nil {
+		// Only failures wait: a valid token logs in whoever else failed.
+		if h.pageTooManyFailures(c) {
+			return
+		}
 		h.Limiter().Fail(admin.ClientAddr(c))
 		h.Log.WarnContext(c.Request.Context(), "admin: rejected page login", "remote", admin.ClientAddr(c))
 		h.render(c, http.StatusUnauthorized, "login", &view{Title: "Log in",

@@ -185,23 +185,36 @@ func TestHostileInputIsRefusedCheaplyAndClearly(t *testing.T) {
 		})
 	}
 
-	// The rate-limited source: the first call passes the limiter (and is
-	// refused for its signature), the next ones get 429 with Retry-After.
-	for i := range 3 {
-		req, _ := http.NewRequest("POST", b.gw.URL+"/callbacks/limited", strings.NewReader(valid))
+	// The rate-limited source (burst 1, then one request in 1000 s): only
+	// requests whose signature holds are counted, so unsigned ones never
+	// use up the platform's budget. They are refused for their signature,
+	// the first signed one is taken, the next signed ones get 429 with
+	// Retry-After.
+	post := func(signed bool, paymentNo string) *http.Response {
+		body := strings.Replace(valid, "P-1", paymentNo, 1)
+		req, _ := http.NewRequest("POST", b.gw.URL+"/callbacks/limited", strings.NewReader(body))
+		if signed {
+			req.Header.Set("X-Signature", signHMAC(body))
+		}
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		resp.Body.Close()
-		if i == 0 {
-			require.Equal(t, 401, resp.StatusCode)
-			continue
-		}
+		return resp
+	}
+	for range 5 {
+		require.Equal(t, 401, post(false, "P-L0").StatusCode, "unsigned: refused for the signature, not counted")
+	}
+	require.Equal(t, 200, post(true, "P-L1").StatusCode, "the platform's callback is taken")
+	for range 2 {
+		resp := post(true, "P-L2")
 		require.Equal(t, 429, resp.StatusCode)
 		require.NotEmpty(t, resp.Header.Get("Retry-After"))
 	}
+	require.Equal(t, 401, post(false, "P-L3").StatusCode, "an unsigned request is refused for its signature")
 
-	require.Equal(t, 0, b.count(t), "no refused request left a row")
-	require.Equal(t, 0, b.payments.Depth()+b.logistics.Depth(), "no refused request was announced")
+	require.Equal(t, 1, b.count(t), "no refused request left a row, the one taken did")
+	require.Len(t, b.payments.Drain(time.Second), 1, "only the one taken was announced")
+	require.Zero(t, b.logistics.Depth(), "no refused request was announced")
 
 	// Slow loris: a client that sends headers one byte at a time is cut
 	// off by the read-header timeout; the gateway stays healthy.

@@ -76,14 +76,6 @@ func (h *Handler) Callback(c *gin.Context) {
 		h.refuse(c, src, http.StatusForbidden, reasonForbidden, nil)
 		return
 	}
-	if src.limiter != nil {
-		if r := src.limiter.Reserve(); r.Delay() > 0 {
-			r.Cancel()
-			c.Header("Retry-After", strconv.Itoa(max(1, int(math.Ceil(r.Delay().Seconds())))))
-			h.refuse(c, src, http.StatusTooManyRequests, reasonRateLimited, nil)
-			return
-		}
-	}
 	if !src.contentTypeOK(c.GetHeader("Content-Type")) {
 		h.refuse(c, src, http.StatusUnsupportedMediaType, reasonContentType, nil)
 		return
@@ -116,6 +108,9 @@ func (h *Handler) Callback(c *gin.Context) {
 		h.refuse(c, src, http.StatusUnauthorized, "invalid signature: "+err.Error(), nil)
 		return
 	}
+	if h.overLimit(c, src) {
+		return
+	}
 	if err := callback.CheckJSONShape(body); err != nil {
 		h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
 		return
@@ -146,6 +141,24 @@ func (h *Handler) Callback(c *gin.Context) {
 	// announces it).
 	c.Set(ctxDuplicate, res.Duplicate)
 	h.succeed(c, src, res, eventID)
+}
+
+// overLimit charges one verified request to the source's rate limit and,
+// past it, answers 429 with Retry-After. Only requests whose signature
+// holds are counted: unsigned traffic cannot use up a platform's budget
+// and get its genuine callbacks refused.
+func (h *Handler) overLimit(c *gin.Context, src *Source) bool {
+	if src.limiter == nil {
+		return false
+	}
+	r := src.limiter.Reserve()
+	if r.Delay() <= 0 {
+		return false
+	}
+	r.Cancel()
+	c.Header("Retry-After", strconv.Itoa(max(1, int(math.Ceil(r.Delay().Seconds())))))
+	h.refuse(c, src, http.StatusTooManyRequests, reasonRateLimited, nil)
+	return true
 }
 
 const ctxDuplicate = "callgate.duplicate"

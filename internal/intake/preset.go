@@ -37,6 +37,9 @@ func (h *Handler) presetCallback(c *gin.Context, src *Source, body []byte, now t
 		h.refuse(c, src, http.StatusBadRequest, "the request holds no notification", nil)
 		return
 	}
+	if h.overLimit(c, src) {
+		return
+	}
 	rows := make([]*callback.Log, len(cbs))
 	for i, cb := range cbs {
 		if err := checkIDs(cb); err != nil {
