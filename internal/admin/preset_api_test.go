@@ -28,6 +28,7 @@ func (e *apiEnv) postShopify(t *testing.T, webhookID, topic, body string) int64 
 	h.Set("X-Shopify-Hmac-Sha256", base64.StdEncoding.EncodeToString(m.Sum(nil)))
 	h.Set("X-Shopify-Webhook-Id", webhookID)
 	h.Set("X-Shopify-Topic", topic)
+	h.Set("X-Shopify-Shop-Domain", "api-test.myshopify.com")
 	a := testenv.PostRaw(t, e.gw.URL, "shopify", []byte(body), h)
 	require.Equal(t, http.StatusOK, a.Status, string(a.Body))
 	var ans struct {
@@ -43,7 +44,7 @@ func (e *apiEnv) postShopify(t *testing.T, webhookID, topic, body string) int64 
 // that changed nothing, and replays a FAILED one once its cause is fixed.
 func TestAdminAPIPresetCallbacks(t *testing.T) {
 	t.Parallel()
-	e := setupAPI(t, testenv.WithPlatform("shopify", platform.Config{Secrets: []string{shopifyAPISecret}}))
+	e := setupAPI(t, testenv.WithPlatform("shopify", platform.Config{Secrets: []string{shopifyAPISecret}, ShopDomains: "api-test.myshopify.com"}))
 
 	body := `{"id":4501,"name":"#4501","currency":"USD","total_price":"12.30","financial_status":"paid"}`
 	failed := e.postShopify(t, "wh-api-1", "orders/paid", body)
@@ -56,15 +57,15 @@ func TestAdminAPIPresetCallbacks(t *testing.T) {
 	}
 	require.Equal(t, http.StatusOK, e.call(t, "GET", fmt.Sprintf("/admin/api/callbacks/%d", failed), opsToken, nil, &d))
 	require.Equal(t, body, d.Payload, "the raw body as signed")
-	require.Equal(t, map[string]any{"orderCode": "#4501", "paymentNo": "4501", "amount": float64(1230), "currency": "USD", "status": "SUCCESS"}, d.Normalized)
+	require.Equal(t, map[string]any{"orderCode": "api-test.myshopify.com/#4501", "paymentNo": "4501", "amount": float64(1230), "currency": "USD", "status": "SUCCESS"}, d.Normalized)
 	require.Equal(t, "order not found", d.LastError)
 
-	e.createOrder(t, "#4501", 1230, "USD")
+	e.createOrder(t, "api-test.myshopify.com/#4501", 1230, "USD")
 	path := fmt.Sprintf("/admin/api/callbacks/%d/replay", failed)
 	require.Equal(t, http.StatusOK, e.call(t, "POST", path, opsToken, map[string]any{"reason": "order imported late"}, nil))
 	e.waitStatus(t, failed, callback.StatusSuccess)
 	var paid string
-	require.NoError(t, e.st.DB.Raw("SELECT payment_status FROM orders WHERE order_code = '#4501'").Scan(&paid).Error)
+	require.NoError(t, e.st.DB.Raw("SELECT payment_status FROM orders WHERE order_code = 'api-test.myshopify.com/#4501'").Scan(&paid).Error)
 	require.Equal(t, "PAID", paid, "the replay reads the stored normalized event")
 
 	other := e.postShopify(t, "wh-api-2", "orders/updated", body)

@@ -86,8 +86,11 @@ func TestForeignMerchantNeverPays(t *testing.T) {
 		"stripe: a connected account":        func() req { b, h := stripe(false, "acct_1Other"); return req{"stripe", b, h, `"error":`} }(),
 		"adyen: another merchant account":    {"adyen", adyen, jsonHeader(), `"error":`},
 		"shopify: another shop":              {"shopify", shopifyBody, shopifyHeader, `"error":`},
-		"wechat pay: another merchant":       func() req { b, h := wechat("1900000999", "wxd678efh567hg6787"); return req{"wechatpay", b, h, `"FAIL"`} }(),
-		"wechat pay: another app":            func() req { b, h := wechat(wechatMchID, "wx0ther"); return req{"wechatpay", b, h, `"FAIL"`} }(),
+		"wechat pay: another merchant": func() req {
+			b, h := wechat("1900000999", "wxd678efh567hg6787")
+			return req{"wechatpay", b, h, `"FAIL"`}
+		}(),
+		"wechat pay: another app": func() req { b, h := wechat(wechatMchID, "wx0ther"); return req{"wechatpay", b, h, `"FAIL"`} }(),
 	}
 	for name, c := range cases {
 		a := p.Post(t, c.source, c.body, c.h)

@@ -125,7 +125,7 @@ func TestWeChatPayReadMapping(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, callback.PaymentEvent{OrderCode: "WX-C", PaymentNo: "EV-C", Amount: 5, Currency: "CNY", Status: callback.PaymentFailed}, ev,
 		"an order closed before any payment has no transaction: the notification id stands in")
-	refund := `{"mchid":"`+wechatMchID+`","out_trade_no":"WX-R","transaction_id":"T","out_refund_no":"R1","refund_status":"SUCCESS","amount":{"total":5,"refund":5}}`
+	refund := `{"mchid":"` + wechatMchID + `","out_trade_no":"WX-R","transaction_id":"T","out_refund_no":"R1","refund_status":"SUCCESS","amount":{"total":5,"refund":5}}`
 	ev, cb, err := read(wechatNotification("EV-R", "REFUND.SUCCESS", "refund", wechatAPIv3Key, refund))
 	require.NoError(t, err)
 	require.Contains(t, ev.Ignored, "REFUND.SUCCESS", "a refund is stored without effect")

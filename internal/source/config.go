@@ -157,14 +157,16 @@ func (r Retry) WithDefaults() Retry {
 
 // Disabled reports whether this is a preset source without its keys or
 // its merchant identity (see DisabledReason).
-func (c Config) Disabled() bool { return c.Preset != "" && len(platform.Missing(c.Preset, c.Platform)) > 0 }
+func (c Config) Disabled() bool {
+	return c.Preset != "" && len(platform.Missing(c.Preset, c.Platform)) > 0
+}
 
 // DemoSecrets are the secrets the README and configs/callgate.yaml
 // publish for the demo sources: anyone can sign with them, so a source
 // that accepts one serves only in demo mode (config demo, CALLGATE_DEMO=1).
 var DemoSecrets = []string{
 	"whsec_Y2FsbGdhdGUtcGF5ZGVtby1kZW1vLWtleS0zMmJ5dGU=", // paydemo
-	"shipdemo-demo-secret",                              // shipdemo
+	"shipdemo-demo-secret",                               // shipdemo
 }
 
 // HasDemoSecret reports whether the source accepts a documented demo
