@@ -159,3 +159,23 @@ func TestIntakeAnnouncesOneMessagePerBatchAndKind(t *testing.T) {
 	t.Logf("%d callbacks announced in %d messages", n, messages)
 	require.Less(t, messages, n, "batches share an announcement")
 }
+
+// TestOneReaderOfABody: a signed body holding the business key twice in
+// two cases ({"orderCode":"ORD-X1",...,"OrderCode":"ORD-X2"}: the intake
+// read X1, encoding/json X2) or the same key twice is refused with 400 and
+// nothing stored, in both intake modes; the same at a nested level.
+func TestOneReaderOfABody(t *testing.T) {
+	bothModes(t, func(t *testing.T, mode func(*config.Config)) {
+		b := setup(t, mode)
+		for i, body := range []string{
+			`{"orderCode":"ORD-X1","paymentNo":"P-1","amount":1999,"status":"SUCCESS","OrderCode":"ORD-X2"}`,
+			`{"orderCode":"ORD-X1","paymentNo":"P-1","amount":1999,"status":"SUCCESS","orderCode":"ORD-X2"}`,
+			`{"orderCode":"ORD-X1","paymentNo":"P-1","amount":1999,"status":"SUCCESS","meta":{"a":1,"A":2}}`,
+		} {
+			a := testenv.Post(t, b.gw.URL, "paydemo", []byte(body), testenv.PaydemoHeaders(t, b.cfg, fmt.Sprintf("msg_%d", i), time.Now(), []byte(body)))
+			require.Equal(t, http.StatusBadRequest, a.Status, "%s: %s", body, a.Body)
+			require.Contains(t, a.Error, "ambiguous JSON key", body)
+		}
+		require.Zero(t, b.count(t), "nothing stored")
+	})
+}

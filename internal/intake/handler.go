@@ -115,6 +115,12 @@ func (h *Handler) Callback(c *gin.Context) {
 		h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
 		return
 	}
+	// One reader: a key given twice, or in two cases, could say one
+	// thing to the extractor and another to the handler.
+	if err := callback.CheckJSONKeys(body); err != nil {
+		h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
+		return
+	}
 	schemeID := verified.EventID
 	if name := src.Config.EventID.Header; name != "" {
 		if schemeID = strings.TrimSpace(c.GetHeader(name)); schemeID == "" {

@@ -1,0 +1,76 @@
+package callback_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"callgate/internal/callback"
+)
+
+func TestCheckJSONKeys(t *testing.T) {
+	refused := map[string]string{
+		`{"orderCode":"ORD-X1","amount":1,"OrderCode":"ORD-X2"}`: `"orderCode" and "OrderCode" differ only in case`,
+		`{"orderCode":"A","orderCode":"B"}`:                      `"orderCode" appears twice`,
+		`{"a":{"b":1,"B":2}}`:                                    `"b" and "B" differ only in case`,
+		`{"a":[{"x":1},{"y":1,"Y":2}]}`:                          `"y" and "Y" differ only in case`,
+		"{\"k\":1,\"\u212a\":2}":                                 `differ only in case`, // KELVIN SIGN folds to k
+		"{\"s\":1,\"\u017f\":2}":                                 `differ only in case`, // LONG S folds to s
+		`{"a":{"x":{"y":1}},"b":1,"B":2}`:                        `"b" and "B"`,
+	}
+	for body, want := range refused {
+		err := callback.CheckJSONKeys([]byte(body))
+		require.ErrorIs(t, err, callback.ErrAmbiguousKey, body)
+		require.ErrorContains(t, err, want, body)
+	}
+	for _, body := range []string{
+		`{"orderCode":"A","paymentNo":"P","amount":1,"nested":{"orderCode":"B"}}`, // the same key in two objects
+		`{"a":[{"x":1},{"x":2}]}`,
+		`{"a":"orderCode","OrderCode2":1}`,
+		`[{"a":1},{"a":1}]`,
+		`{"a":{}, "b":[], "c":[[{"d":1}]], "d":null}`,
+		`not json`, // the extractor's to refuse
+	} {
+		require.NoError(t, callback.CheckJSONKeys([]byte(body)), body)
+	}
+}
+
+// FuzzCheckJSONKeys: whatever the bytes, CheckJSONKeys neither panics nor
+// lets through an object whose keys encoding/json would fold together.
+func FuzzCheckJSONKeys(f *testing.F) {
+	for _, s := range []string{`{"a":1,"A":2}`, `{"a":{"b":[1,{"c":2}]}}`, `{"k":1,"` + "\u212a" + `":2}`, `[]`, `{"a":1,"a":2}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if callback.CheckJSONShape([]byte(s)) != nil {
+			return
+		}
+		err := callback.CheckJSONKeys([]byte(s))
+		if err != nil {
+			return
+		}
+		obj, perr := callback.ParseObject([]byte(s))
+		if perr != nil {
+			return
+		}
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		for i := range keys {
+			for j := i + 1; j < len(keys); j++ {
+				require.False(t, strings.EqualFold(keys[i], keys[j]), "%q and %q passed in %q", keys[i], keys[j], s)
+			}
+		}
+	})
+}
+
+func TestDecodePayloadIsExactCase(t *testing.T) {
+	var p callback.PaymentEvent
+	err := callback.DecodePayload([]byte(`{"orderCode":"A","paymentNo":"P","AMOUNT":5,"status":"SUCCESS"}`), &p)
+	require.True(t, callback.IsPermanent(err))
+	require.ErrorContains(t, err, `"AMOUNT" differs from the field "amount" only in case`)
+	require.NoError(t, callback.DecodePayload([]byte(`{"orderCode":"A","paymentNo":"P","amount":5,"status":"SUCCESS","extra":{"Amount":1}}`), &p))
+	require.EqualValues(t, 5, p.Amount)
+}
