@@ -52,10 +52,11 @@ lint: ## go vet, gofmt, golangci-lint (committed config) and govulncheck
 	@command -v govulncheck >/dev/null || $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
 	scripts/vulncheck.sh
 
-fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
+fuzz: ## run every fuzz target for FUZZTIME (default 30s) each, the differential test on random seeds too
 	@set -e; for t in \
 	  ./internal/signature:FuzzStandardWebhooksVerify ./internal/signature:FuzzStripeHeader ./internal/signature:FuzzHMACVerify \
-	  ./internal/callback:FuzzExtract ./internal/callback:FuzzCheckJSONShape ./internal/config:FuzzParse; do \
+	  ./internal/callback:FuzzExtract ./internal/callback:FuzzCheckJSONShape ./internal/callback:FuzzCheckJSONKeys \
+	  ./internal/config:FuzzParse ./test/differential:FuzzDifferential; do \
 	  pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$fn ($$pkg)"; \
 	  $(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME); done
 

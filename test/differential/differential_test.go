@@ -1,0 +1,318 @@
+// Package differential_test runs one generated sequence of callbacks
+// through the real gateway and worker three ways, with worker.batch_size
+// 64, with batch_size 1, and with every batch forced to fall back to one
+// transaction per callback, and requires the same rows and notifications
+// from all three, and from a small reference model of the rules
+// (model_test.go). A handler whose batch and single paths disagree, or a
+// preset and a configured source that decide differently, shows here.
+//
+// `make test` runs it with a fixed seed; `make fuzz` with random ones
+// (FuzzDifferential). A failure prints the seed: CALLGATE_DIFF_SEED=<seed>
+// go test ./test/differential/ runs that sequence again.
+package differential_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"callgate/internal/callback"
+	"callgate/internal/config"
+	"callgate/internal/kinds"
+	"callgate/internal/metrics"
+	"callgate/internal/platform"
+	"callgate/internal/testenv"
+	"callgate/internal/worker"
+)
+
+// seedDefault is the sequence `make test` runs.
+const seedDefault = 20261201
+
+// stepsPerRun is how many requests a sequence sends.
+const stepsPerRun = 160
+
+// FuzzDifferential runs the three ways on the sequence of each seed.
+func FuzzDifferential(f *testing.F) {
+	f.Add(int64(seedDefault))
+	if s := os.Getenv("CALLGATE_DIFF_SEED"); s != "" {
+		seed, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			f.Fatalf("CALLGATE_DIFF_SEED=%q is not a number", s)
+		}
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, seed int64) {
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("differential: FAILED with seed %d; run it again with CALLGATE_DIFF_SEED=%d go test -run FuzzDifferential ./test/differential/", seed, seed)
+			}
+		})
+		w := generate(seed, stepsPerRun)
+		m := newModel(w.Orders)
+		answers := make([]string, len(w.Steps))
+		for i, s := range w.Steps {
+			answers[i] = m.intake(s)
+		}
+		var snaps []snapshot
+		for _, v := range []variant{{"batch_size=64", 64, false}, {"batch_size=1", 1, false}, {"every batch falls back", 64, true}} {
+			got := run(t, w, m, answers, v)
+			want := expected(m, got.ids)
+			if d := cmp.Diff(want, got.snapshot); d != "" {
+				t.Fatalf("seed %d, %s: the rows differ from the reference model (-model +%s):\n%s", seed, v.name, v.name, d)
+			}
+			snaps = append(snaps, got.snapshot)
+		}
+		for i := 1; i < len(snaps); i++ {
+			if d := cmp.Diff(snaps[0], snaps[i]); d != "" {
+				t.Fatalf("seed %d: batch_size=64 and run %d differ:\n%s", seed, i, d)
+			}
+		}
+	})
+}
+
+// variant is one way of running the worker.
+type variant struct {
+	name      string
+	batchSize int
+	fallback  bool // every batch of more than one callback fails, and each then runs alone
+}
+
+// snapshot is everything a user relies on after a run, as text.
+type snapshot struct {
+	Callbacks []string // "source event_id key: STATUS attempts=N error=... note=..."
+	Attempts  []string
+	Orders    []string
+	Shipments []string
+	Events    []string
+	Outbox    []string // "event: routing_key message_id payload"
+}
+
+// result is a run's snapshot and the log id of each accepted callback.
+type result struct {
+	snapshot
+	ids map[string]int64 // source + "\x00" + event id -> log id
+}
+
+// errPoison fails a batch so that its callbacks run one by one.
+var errPoison = errors.New("poison: this batch falls back to one transaction per callback")
+
+// fallback is a kind's handler whose batches always fail: the worker then
+// rolls each batch back and runs every callback alone through Handle.
+type fallback struct{ callback.BatchHandler }
+
+func (f fallback) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log, outs []callback.Outbox) []error {
+	return callback.FailBatch(make([]error, len(cbs)), errPoison)
+}
+
+// run sends the sequence through a fresh gateway, then lets a worker of
+// variant v process it, and takes the snapshot.
+func run(t *testing.T, w world, m *model, answers []string, v variant) result {
+	k := testenv.RSAKeys()[0]
+	cfg := testenv.Config(t, func(c *config.Config) {
+		c.Worker.BatchSize = v.batchSize
+		c.Scheduler.Compensation.Interval = 200 * time.Millisecond
+		c.Scheduler.OutboxRelay.Interval = 200 * time.Millisecond
+	},
+		testenv.WithPlatform("stripe", platform.Config{Secrets: []string{stripeSecret}, Livemode: "true"}),
+		testenv.WithPlatform("adyen", platform.Config{Secrets: []string{adyenKey}, MerchantAccounts: adyenAccount}),
+		testenv.WithPlatform("shopify", platform.Config{Secrets: []string{shopifySecret}, ShopDomains: shop}),
+		testenv.WithPlatform("alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: testenv.RSAPublicKeyPEM(k)}},
+			AppID: alipayApp, SellerID: alipaySeller}),
+		testenv.WithPlatform("wechatpay", platform.Config{APIv3Key: wechatKey, MchID: wechatMch, AppID: wechatApp,
+			PublicKeys: []platform.PublicKey{{ID: wechatKeyID, Key: testenv.RSAPublicKeyPEM(k)}}}),
+		testenv.WithPlatform("kuaidi100", platform.Config{Secrets: []string{kuaidiSalt}}),
+	)
+	st := testenv.Store(t, cfg)
+	for _, o := range w.Orders {
+		_, err := st.SQL.Exec(`INSERT INTO orders (order_code, user_id, amount, currency) VALUES (?, ?, ?, ?)`, o.Code, o.User, o.Amount, o.Currency)
+		require.NoError(t, err)
+	}
+	gw := testenv.StartGateway(t, cfg)
+	gw.WaitReady(t)
+	paydemo, shipdemo := testenv.Secret(t, cfg, "paydemo"), testenv.Secret(t, cfg, "shipdemo")
+	for i, s := range w.Steps {
+		req := render(s, k, paydemo, shipdemo, time.Now())
+		a := testenv.PostRaw(t, gw.URL, req.Source, req.Body, req.Header)
+		switch answers[i] {
+		case answerForeign:
+			require.Equal(t, http.StatusForbidden, a.Status, "%s step %d (%s %s): %s", v.name, i, req.Source, s.eventID(), a.Body)
+		default:
+			require.True(t, a.Status >= 200 && a.Status < 300, "%s step %d (%s %s): %d %s", v.name, i, req.Source, s.eventID(), a.Status, a.Body)
+		}
+	}
+
+	mx := metrics.New("worker")
+	opts := worker.Options{Metrics: mx}
+	if v.fallback {
+		opts.Registry = callback.NewRegistry()
+		for _, kind := range kinds.Names() {
+			h, _ := kinds.Registry().Handler(kind)
+			opts.Registry.Register(kind, fallback{h.(callback.BatchHandler)})
+		}
+	}
+	testenv.StartWorker(t, cfg, opts)
+	require.Eventually(t, func() bool {
+		var total, pending int
+		if err := st.SQL.QueryRow(`SELECT COUNT(*), COALESCE(SUM(status = 'PENDING'), 0) FROM callback_log`).Scan(&total, &pending); err != nil {
+			return false
+		}
+		return total == len(m.accepted) && pending == 0
+	}, 90*time.Second, 50*time.Millisecond, "%s: every accepted callback settles", v.name)
+	if v.fallback {
+		require.Positive(t, testutil.ToFloat64(mx.BatchFallbacks.WithLabelValues("handler")), "batches fell back")
+	}
+	return snap(t, st.SQL, m)
+}
+
+// snap reads what a run left.
+func snap(t *testing.T, db *sql.DB, m *model) result {
+	t.Helper()
+	r := result{ids: map[string]int64{}}
+	names := map[int64]string{}
+	rows, err := db.Query(`SELECT id, source, event_id, business_key, status, attempts, COALESCE(last_error, '') FROM callback_log ORDER BY id`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		var src, ev, key, status, lastErr string
+		var attempts int
+		require.NoError(t, rows.Scan(&id, &src, &ev, &key, &status, &attempts, &lastErr))
+		r.ids[src+"\x00"+ev] = id
+		names[id] = src + " " + ev
+		r.Callbacks = append(r.Callbacks, fmt.Sprintf("%s %s: %s attempts=%d error=%s", src, ev, status, attempts, lastErr))
+	}
+	require.NoError(t, rows.Err())
+	rows, err = db.Query(`SELECT log_id, attempt, outcome, COALESCE(error, ''), COALESCE(note, '') FROM callback_attempt ORDER BY log_id, attempt`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		var n int
+		var outcome, e, note string
+		require.NoError(t, rows.Scan(&id, &n, &outcome, &e, &note))
+		r.Attempts = append(r.Attempts, fmt.Sprintf("%s #%d: %s error=%s note=%s", names[id], n, outcome, e, note))
+	}
+	require.NoError(t, rows.Err())
+	rows, err = db.Query(`SELECT order_code, payment_status, COALESCE(payment_no, ''), paid_at FROM orders ORDER BY order_code`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var code, status, no string
+		var paidAt sql.NullTime
+		require.NoError(t, rows.Scan(&code, &status, &no, &paidAt))
+		at := ""
+		if paidAt.Valid {
+			at = paidAt.Time.UTC().Format(time.RFC3339)
+			if o := m.orders[code]; o != nil && o.PaidAt == "received" {
+				at = "received"
+			}
+		}
+		r.Orders = append(r.Orders, fmt.Sprintf("%s %s %s %s", code, status, no, at))
+	}
+	require.NoError(t, rows.Err())
+	rows, err = db.Query(`SELECT waybill_no, COALESCE(order_code, ''), status, last_seq FROM shipments ORDER BY waybill_no`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var wb, code, status string
+		var seq int64
+		require.NoError(t, rows.Scan(&wb, &code, &status, &seq))
+		r.Shipments = append(r.Shipments, fmt.Sprintf("%s order=%s %s seq=%d", wb, code, status, seq))
+	}
+	require.NoError(t, rows.Err())
+	rows, err = db.Query(`SELECT waybill_no, seq, status, location, occurred_at FROM shipment_events ORDER BY waybill_no, seq`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var wb, status, loc string
+		var seq int64
+		var at time.Time
+		require.NoError(t, rows.Scan(&wb, &seq, &status, &loc, &at))
+		r.Events = append(r.Events, fmt.Sprintf("%s:%d %s|%s|%s", wb, seq, status, loc, at.UTC().Format(time.RFC3339)))
+	}
+	require.NoError(t, rows.Err())
+	rows, err = db.Query(`SELECT callback_log_id, routing_key, message_id, payload FROM outbox ORDER BY callback_log_id, id`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		var rk, msgID, payload string
+		require.NoError(t, rows.Scan(&id, &rk, &msgID, &payload))
+		r.Outbox = append(r.Outbox, fmt.Sprintf("%s: %s %s %s", names[id], rk, msgID, payload))
+	}
+	require.NoError(t, rows.Err())
+	return r
+}
+
+// expected is the snapshot the model predicts, given the log ids the run
+// gave the accepted callbacks (the model cannot know the database's ids,
+// and message ids are made from them).
+func expected(m *model, ids map[string]int64) snapshot {
+	var s snapshot
+	type acc struct {
+		key string
+		id  int64
+	}
+	var order []acc
+	for _, key := range m.accepted {
+		order = append(order, acc{key, ids[key]})
+	}
+	slices.SortFunc(order, func(a, b acc) int { return int(a.id - b.id) })
+	for _, a := range order {
+		o := m.outcomes[a.key]
+		name := strings.Replace(a.key, "\x00", " ", 1)
+		s.Callbacks = append(s.Callbacks, fmt.Sprintf("%s: %s attempts=1 error=%s", name, o.Status, o.LastError))
+		outcome := callback.OutcomeSuccess
+		if o.Status == "FAILED" {
+			outcome = callback.OutcomeFailed
+		}
+		s.Attempts = append(s.Attempts, fmt.Sprintf("%s #1: %s error=%s note=%s", name, outcome, o.LastError, o.Note))
+		for _, msg := range o.Messages {
+			rk, payload, _ := strings.Cut(msg, " ")
+			s.Outbox = append(s.Outbox, fmt.Sprintf("%s: %s cb%d.%s %s", name, rk, a.id, rk, payload))
+		}
+	}
+	codes := make([]string, 0, len(m.orders))
+	for code := range m.orders {
+		codes = append(codes, code)
+	}
+	slices.Sort(codes)
+	for _, code := range codes {
+		o := m.orders[code]
+		s.Orders = append(s.Orders, fmt.Sprintf("%s %s %s %s", code, o.Status, o.PaymentNo, o.PaidAt))
+	}
+	waybills := make([]string, 0, len(m.shipments))
+	for wb := range m.shipments {
+		waybills = append(waybills, wb)
+	}
+	slices.Sort(waybills)
+	for _, wb := range waybills {
+		sh := m.shipments[wb]
+		s.Shipments = append(s.Shipments, fmt.Sprintf("%s order=%s %s seq=%d", wb, sh.Order, sh.Status, sh.LastSeq))
+	}
+	keys := make([]string, 0, len(m.events))
+	for k := range m.events {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		wa, sa, _ := strings.Cut(a, ":")
+		wb, sb, _ := strings.Cut(b, ":")
+		if c := strings.Compare(wa, wb); c != 0 {
+			return c
+		}
+		na, _ := strconv.Atoi(sa)
+		nb, _ := strconv.Atoi(sb)
+		return na - nb
+	})
+	for _, k := range keys {
+		s.Events = append(s.Events, k+" "+m.events[k])
+	}
+	return s
+}
