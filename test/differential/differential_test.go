@@ -177,36 +177,40 @@ func run(t *testing.T, w world, m *model, answers []string, v variant) result {
 	return snap(t, st.SQL, m)
 }
 
+// each runs query and calls scan for every row.
+func each(t *testing.T, db *sql.DB, query string, scan func(*sql.Rows)) {
+	t.Helper()
+	rows, err := db.Query(query)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		scan(rows)
+	}
+	require.NoError(t, rows.Err())
+}
+
 // snap reads what a run left.
 func snap(t *testing.T, db *sql.DB, m *model) result {
 	t.Helper()
 	r := result{ids: map[string]int64{}}
 	names := map[int64]string{}
-	rows, err := db.Query(`SELECT id, source, event_id, business_key, status, attempts, COALESCE(last_error, '') FROM callback_log ORDER BY id`)
-	require.NoError(t, err)
-	for rows.Next() {
+	each(t, db, `SELECT id, source, event_id, status, attempts, COALESCE(last_error, '') FROM callback_log ORDER BY id`, func(rows *sql.Rows) {
 		var id int64
-		var src, ev, key, status, lastErr string
+		var src, ev, status, lastErr string
 		var attempts int
-		require.NoError(t, rows.Scan(&id, &src, &ev, &key, &status, &attempts, &lastErr))
+		require.NoError(t, rows.Scan(&id, &src, &ev, &status, &attempts, &lastErr))
 		r.ids[src+"\x00"+ev] = id
 		names[id] = src + " " + ev
 		r.Callbacks = append(r.Callbacks, fmt.Sprintf("%s %s: %s attempts=%d error=%s", src, ev, status, attempts, lastErr))
-	}
-	require.NoError(t, rows.Err())
-	rows, err = db.Query(`SELECT log_id, attempt, outcome, COALESCE(error, ''), COALESCE(note, '') FROM callback_attempt ORDER BY log_id, attempt`)
-	require.NoError(t, err)
-	for rows.Next() {
+	})
+	each(t, db, `SELECT log_id, attempt, outcome, COALESCE(error, ''), COALESCE(note, '') FROM callback_attempt ORDER BY log_id, attempt`, func(rows *sql.Rows) {
 		var id int64
 		var n int
 		var outcome, e, note string
 		require.NoError(t, rows.Scan(&id, &n, &outcome, &e, &note))
 		r.Attempts = append(r.Attempts, fmt.Sprintf("%s #%d: %s error=%s note=%s", names[id], n, outcome, e, note))
-	}
-	require.NoError(t, rows.Err())
-	rows, err = db.Query(`SELECT order_code, payment_status, COALESCE(payment_no, ''), paid_at FROM orders ORDER BY order_code`)
-	require.NoError(t, err)
-	for rows.Next() {
+	})
+	each(t, db, `SELECT order_code, payment_status, COALESCE(payment_no, ''), paid_at FROM orders ORDER BY order_code`, func(rows *sql.Rows) {
 		var code, status, no string
 		var paidAt sql.NullTime
 		require.NoError(t, rows.Scan(&code, &status, &no, &paidAt))
@@ -218,36 +222,26 @@ func snap(t *testing.T, db *sql.DB, m *model) result {
 			}
 		}
 		r.Orders = append(r.Orders, fmt.Sprintf("%s %s %s %s", code, status, no, at))
-	}
-	require.NoError(t, rows.Err())
-	rows, err = db.Query(`SELECT waybill_no, COALESCE(order_code, ''), status, last_seq FROM shipments ORDER BY waybill_no`)
-	require.NoError(t, err)
-	for rows.Next() {
+	})
+	each(t, db, `SELECT waybill_no, COALESCE(order_code, ''), status, last_seq FROM shipments ORDER BY waybill_no`, func(rows *sql.Rows) {
 		var wb, code, status string
 		var seq int64
 		require.NoError(t, rows.Scan(&wb, &code, &status, &seq))
 		r.Shipments = append(r.Shipments, fmt.Sprintf("%s order=%s %s seq=%d", wb, code, status, seq))
-	}
-	require.NoError(t, rows.Err())
-	rows, err = db.Query(`SELECT waybill_no, seq, status, location, occurred_at FROM shipment_events ORDER BY waybill_no, seq`)
-	require.NoError(t, err)
-	for rows.Next() {
+	})
+	each(t, db, `SELECT waybill_no, seq, status, location, occurred_at FROM shipment_events ORDER BY waybill_no, seq`, func(rows *sql.Rows) {
 		var wb, status, loc string
 		var seq int64
 		var at time.Time
 		require.NoError(t, rows.Scan(&wb, &seq, &status, &loc, &at))
 		r.Events = append(r.Events, fmt.Sprintf("%s:%d %s|%s|%s", wb, seq, status, loc, at.UTC().Format(time.RFC3339)))
-	}
-	require.NoError(t, rows.Err())
-	rows, err = db.Query(`SELECT callback_log_id, routing_key, message_id, payload FROM outbox ORDER BY callback_log_id, id`)
-	require.NoError(t, err)
-	for rows.Next() {
+	})
+	each(t, db, `SELECT callback_log_id, routing_key, message_id, payload FROM outbox ORDER BY callback_log_id, id`, func(rows *sql.Rows) {
 		var id int64
 		var rk, msgID, payload string
 		require.NoError(t, rows.Scan(&id, &rk, &msgID, &payload))
 		r.Outbox = append(r.Outbox, fmt.Sprintf("%s: %s %s %s", names[id], rk, msgID, payload))
-	}
-	require.NoError(t, rows.Err())
+	})
 	return r
 }
 
