@@ -22,6 +22,19 @@ func fast(c *config.Config) {
 	c.Scheduler.OutboxRelay.Interval = 200 * time.Millisecond
 }
 
+// storePayment stores a payment callback of order with body, as the
+// gateway would, and announces it alone (a message of one id).
+func storePayment(t *testing.T, cfg *config.Config, st *testenv.TestStore, event, order, body string) int64 {
+	t.Helper()
+	res, err := st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: event,
+		BusinessKey: order, Payload: []byte(body), TraceID: fmt.Sprintf("%032x", 1), ReceivedAt: time.Now()})
+	require.NoError(t, err)
+	msg, err := json.Marshal(map[string][]int64{"log_ids": {res.ID}})
+	require.NoError(t, err)
+	testenv.Publish(t, cfg, "payment", string(msg))
+	return res.ID
+}
+
 // outboxRow is what a subscriber gets of one notification.
 type outboxRow struct {
 	CallbackLogID int64
@@ -43,15 +56,7 @@ func TestFailedPaymentNeverShips(t *testing.T) {
 			orders := testenv.CreateOrders(t, cfg, "fail", 1)
 			order := orders[0]
 			testenv.StartWorker(t, cfg, worker.Options{})
-			store := func(event, body string) int64 {
-				res, err := st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: event,
-					BusinessKey: order, Payload: []byte(body), TraceID: fmt.Sprintf("%032x", 1), ReceivedAt: time.Now()})
-				require.NoError(t, err)
-				msg, err := json.Marshal(map[string][]int64{"log_ids": {res.ID}})
-				require.NoError(t, err)
-				testenv.Publish(t, cfg, "payment", string(msg))
-				return res.ID
-			}
+			store := func(event, body string) int64 { return storePayment(t, cfg, st, event, order, body) }
 			outbox := func() []outboxRow {
 				var rows []outboxRow
 				require.NoError(t, st.DB.Raw(`SELECT callback_log_id, routing_key, message_id FROM outbox ORDER BY id`).Scan(&rows).Error)
@@ -95,13 +100,7 @@ func TestPaymentInAnotherCurrencyNeverPays(t *testing.T) {
 		if currency == "" {
 			body = fmt.Sprintf(`{"orderCode":%q,"paymentNo":"PAY-%s","amount":1999,"status":"SUCCESS"}`, order, event)
 		}
-		res, err := st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: event,
-			BusinessKey: order, Payload: []byte(body), TraceID: fmt.Sprintf("%032x", 1), ReceivedAt: time.Now()})
-		require.NoError(t, err)
-		msg, err := json.Marshal(map[string][]int64{"log_ids": {res.ID}})
-		require.NoError(t, err)
-		testenv.Publish(t, cfg, "payment", string(msg))
-		return res.ID
+		return storePayment(t, cfg, st, event, order, body)
 	}
 
 	for i, c := range []string{"JPY", "IDR", "KRW"} {

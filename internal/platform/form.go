@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"bytes"
 	"fmt"
 	"net/url"
 	"strings"
@@ -28,6 +29,9 @@ const (
 
 // checkFormShape refuses a body over the form limits, naming the limit.
 func checkFormShape(body []byte) error {
+	if t := bytes.TrimSpace(body); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		return fmt.Errorf("form body: the body is JSON, not a form (application/x-www-form-urlencoded)")
+	}
 	fields, start, eq := 0, 0, -1
 	for i := 0; i <= len(body); i++ {
 		if i < len(body) && body[i] != '&' {

@@ -396,7 +396,7 @@ func TestKuaidi100Hostile(t *testing.T) {
 		reason string
 	}{
 		{"empty body", nil, 400, "no parameters"},
-		{"JSON instead of a form", []byte(param), 400, "parameter param is missing"},
+		{"JSON instead of a form", []byte(param), 400, "the body is JSON, not a form"},
 		{"no param", []byte("sign=" + sign), 400, "parameter param is missing"},
 		{"duplicate param", []byte(string(good) + "&param=" + url.QueryEscape(param)), 400, `"param" appears twice`},
 		{"duplicate sign", []byte(string(good) + "&sign=" + sign), 400, `"sign" appears twice`},

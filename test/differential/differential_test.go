@@ -16,6 +16,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -273,29 +274,15 @@ func expected(m *model, ids map[string]int64) snapshot {
 			s.Outbox = append(s.Outbox, fmt.Sprintf("%s: %s cb%d.%s %s", name, rk, a.id, rk, payload))
 		}
 	}
-	codes := make([]string, 0, len(m.orders))
-	for code := range m.orders {
-		codes = append(codes, code)
-	}
-	slices.Sort(codes)
-	for _, code := range codes {
+	for _, code := range slices.Sorted(maps.Keys(m.orders)) {
 		o := m.orders[code]
 		s.Orders = append(s.Orders, fmt.Sprintf("%s %s %s %s", code, o.Status, o.PaymentNo, o.PaidAt))
 	}
-	waybills := make([]string, 0, len(m.shipments))
-	for wb := range m.shipments {
-		waybills = append(waybills, wb)
-	}
-	slices.Sort(waybills)
-	for _, wb := range waybills {
+	for _, wb := range slices.Sorted(maps.Keys(m.shipments)) {
 		sh := m.shipments[wb]
 		s.Shipments = append(s.Shipments, fmt.Sprintf("%s order=%s %s seq=%d", wb, sh.Order, sh.Status, sh.LastSeq))
 	}
-	keys := make([]string, 0, len(m.events))
-	for k := range m.events {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b string) int {
+	keys := slices.SortedFunc(maps.Keys(m.events), func(a, b string) int {
 		wa, sa, _ := strings.Cut(a, ":")
 		wb, sb, _ := strings.Cut(b, ":")
 		if c := strings.Compare(wa, wb); c != 0 {
