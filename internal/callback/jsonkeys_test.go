@@ -1,6 +1,7 @@
 package callback_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -39,7 +40,7 @@ func TestCheckJSONKeys(t *testing.T) {
 // FuzzCheckJSONKeys: whatever the bytes, CheckJSONKeys neither panics nor
 // lets through an object whose keys encoding/json would fold together.
 func FuzzCheckJSONKeys(f *testing.F) {
-	for _, s := range []string{`{"a":1,"A":2}`, `{"a":{"b":[1,{"c":2}]}}`, `{"k":1,"` + "\u212a" + `":2}`, `[]`, `{"a":1,"a":2}`} {
+	for _, s := range []string{`{"a":1,"A":2}`, `{"a":{"b":[1,{"c":2,"C":3}]}}`, `[{"x":{"y":1,"Y":1}}]`, `{"k":1,"` + "\u212a" + `":2}`, `[]`, `{"a":1,"a":2}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -50,20 +51,35 @@ func FuzzCheckJSONKeys(f *testing.F) {
 		if err != nil {
 			return
 		}
-		obj, perr := callback.ParseObject([]byte(s))
-		if perr != nil {
+		var v any
+		if json.Unmarshal([]byte(s), &v) != nil {
 			return
 		}
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
+		requireNoFoldedKeys(t, v, s)
+	})
+}
+
+// requireNoFoldedKeys walks a decoded JSON value: no object, at any level,
+// may hold two keys that strings.EqualFold says are equal. (Exact
+// duplicates collapse in decoding; TestCheckJSONKeys covers those.)
+func requireNoFoldedKeys(t *testing.T, v any, body string) {
+	switch v := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k, sub := range v {
 			keys = append(keys, k)
+			requireNoFoldedKeys(t, sub, body)
 		}
 		for i := range keys {
 			for j := i + 1; j < len(keys); j++ {
-				require.False(t, strings.EqualFold(keys[i], keys[j]), "%q and %q passed in %q", keys[i], keys[j], s)
+				require.False(t, strings.EqualFold(keys[i], keys[j]), "%q and %q passed in %q", keys[i], keys[j], body)
 			}
 		}
-	})
+	case []any:
+		for _, sub := range v {
+			requireNoFoldedKeys(t, sub, body)
+		}
+	}
 }
 
 func TestDecodePayloadIsExactCase(t *testing.T) {

@@ -157,6 +157,9 @@ func TestDemoSourcesOnlyInDemoMode(t *testing.T) {
 	require.True(t, cfg.Demo, "CALLGATE_DEMO=1 is demo mode")
 
 	t.Setenv(config.EnvDemo, "")
+	t.Setenv("PAYDEMO_SECRET", "Y2FsbGdhdGUtcGF5ZGVtby1kZW1vLWtleS0zMmJ5dGU=") // the demo key without its whsec_ prefix
+	require.Contains(t, testenv.Config(t, demoOff).Sources[0].DisabledReason(false), "demo value", "the demo key however written")
+
 	t.Setenv("PAYDEMO_SECRET", "whsec_"+base64.StdEncoding.EncodeToString([]byte("a-real-secret-of-32-bytes-long!!")))
 	cfg = testenv.Config(t, demoOff)
 	require.Empty(t, cfg.Sources[0].DisabledReason(false), "paydemo with its own secret serves")

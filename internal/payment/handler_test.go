@@ -82,6 +82,41 @@ func TestFailedPaymentNeverShips(t *testing.T) {
 	}
 }
 
+// TestFailedThenPaidInOneBatch: a FAILED payment and the SUCCESS that
+// follows it, in one message, are decided by the batch path in one
+// transaction: one pair of notifications, from the payment that paid.
+func TestFailedThenPaidInOneBatch(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast)
+	st := testenv.Store(t, cfg)
+	m := metrics.New("worker")
+	order := testenv.CreateOrders(t, cfg, "fb", 1)[0]
+	var ids []int64
+	for i, body := range []string{
+		fmt.Sprintf(`{"orderCode":%q,"paymentNo":"PAY-1","amount":1000,"status":"FAILED"}`, order),
+		fmt.Sprintf(`{"orderCode":%q,"paymentNo":"PAY-2","amount":1000,"status":"SUCCESS"}`, order),
+	} {
+		res, err := st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: fmt.Sprintf("e-%d", i),
+			BusinessKey: order, Payload: []byte(body), TraceID: fmt.Sprintf("%032x", 1), ReceivedAt: time.Now()})
+		require.NoError(t, err)
+		ids = append(ids, res.ID)
+	}
+	msg, err := json.Marshal(map[string][]int64{"log_ids": ids})
+	require.NoError(t, err)
+	testenv.StartWorker(t, cfg, worker.Options{Metrics: m})
+	testenv.Publish(t, cfg, "payment", string(msg))
+	for _, id := range ids {
+		st.WaitStatus(t, id, callback.StatusSuccess)
+	}
+	var rows []outboxRow
+	require.NoError(t, st.DB.Raw(`SELECT callback_log_id, routing_key, message_id FROM outbox ORDER BY id`).Scan(&rows).Error)
+	require.Equal(t, []outboxRow{
+		{ids[1], payment.RoutingWarehouseShip, fmt.Sprintf("cb%d.%s", ids[1], payment.RoutingWarehouseShip)},
+		{ids[1], payment.RoutingPointsAdd, fmt.Sprintf("cb%d.%s", ids[1], payment.RoutingPointsAdd)},
+	}, rows)
+	require.Zero(t, testutil.CollectAndCount(m.BatchFallbacks), "the batch committed as a whole")
+}
+
 // TestPaymentInAnotherCurrencyNeverPays: a payment in another currency
 // than its order's is FAILED at once with a reason naming both, leaves the
 // order as it was, writes no notification and is counted by reason; a

@@ -28,9 +28,10 @@ import (
 // carries the same three). eventCode AUTHORISATION with success "true"
 // pays, "false" fails; any other eventCode (CAPTURE, REFUND, ...) is stored
 // and processed without effect, the reason in the attempt's note. Order:
-// merchantReference; payment: pspReference; amount: amount.value, already
-// in minor units, currency amount.currency; paid at: eventDate when it is
-// RFC 3339. Keys: secrets, the HMAC keys in hex (old and new during a
+// merchantReference; payment: pspReference; amount: amount.value, in
+// Adyen's minor units (converted to ISO 4217's where Adyen counts
+// otherwise: CLP, CVE, IDR, ISK), currency amount.currency; paid at:
+// eventDate when it is RFC 3339. Keys: secrets, the HMAC keys in hex (old and new during a
 // rotation). Merchant: merchant_accounts (required, comma-separated): every
 // item's merchantAccountCode must be one of them, or the request is
 // refused (403) and nothing stored. Answer: 200 with the body [accepted] (Adyen's legacy rule;
@@ -266,9 +267,9 @@ func (it *adyenItem) callback() (Callback, error) {
 	if amount < 0 {
 		return Callback{}, badRequest("amount.value must not be negative")
 	}
-	currency, err := callback.Currency(it.Amount.Currency)
+	amount, currency, err := adyenDigits.toISO(amount, it.Amount.Currency)
 	if err != nil {
-		return Callback{}, badRequest("amount.currency: %v", err)
+		return Callback{}, badRequest("amount: %v", err)
 	}
 	ev := callback.PaymentEvent{
 		OrderCode: it.MerchantReference,

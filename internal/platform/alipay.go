@@ -100,6 +100,12 @@ func (p *alipay) Read(req Request) ([]Callback, error) {
 	if f["app_id"] != p.appID {
 		return nil, foreign("app_id", f["app_id"])
 	}
+	// A third-party (ISV) app's notifications carry the app_id of the
+	// ISV, shared by every merchant it serves, and the merchant's own in
+	// auth_app_id: a merchant's app (this source) takes only its own.
+	if auth, ok := f["auth_app_id"]; ok && auth != p.appID {
+		return nil, foreign("auth_app_id", auth)
+	}
 	if p.sellerID != "" && f["seller_id"] != p.sellerID {
 		return nil, foreign("seller_id", f["seller_id"])
 	}

@@ -2,6 +2,7 @@ package platform
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"callgate/internal/callback"
@@ -58,4 +59,56 @@ func AmountIn(amount, currency string) (int64, string, error) {
 	}
 	n, err := MinorUnits(amount, digits)
 	return n, code, err
+}
+
+// minorDigits are the currencies whose minor units a platform counts
+// unlike ISO 4217, with the platform's number of minor digits: what its
+// integer amounts are in.
+type minorDigits map[string]int
+
+// The platforms' published exceptions.
+var (
+	// stripeDigits: Stripe's zero-decimal list includes MGA (ISO: 2), and
+	// ISK and UGX (ISO: 0) are sent with two decimals ending in 00
+	// (docs.stripe.com/currencies, "Zero-decimal" and "Special cases").
+	stripeDigits = minorDigits{"MGA": 0, "ISK": 2, "UGX": 2}
+	// adyenDigits: "for CLP, CVE, IDR and ISK the standard has a different
+	// number of decimals than shown in our table" (docs.adyen.com,
+	// development-resources/currency-codes).
+	adyenDigits = minorDigits{"CLP": 2, "CVE": 0, "IDR": 0, "ISK": 2}
+)
+
+// toISO converts value, an integer amount of currency in the platform's
+// minor units, to ISO 4217 minor units (the unit of orders.amount), and
+// returns the currency's code in upper case. An amount that is not a
+// whole number of ISO minor units (ISK 5050 from a platform counting two
+// decimals) is refused, never rounded.
+func (d minorDigits) toISO(value int64, currency string) (int64, string, error) {
+	code, err := callback.Currency(currency)
+	if err != nil {
+		return 0, "", err
+	}
+	iso, err := callback.CurrencyDigits(code)
+	if err != nil {
+		return 0, "", err
+	}
+	platform, ok := d[code]
+	if !ok || platform == iso {
+		return value, code, nil
+	}
+	scale := int64(1)
+	for range max(platform-iso, iso-platform) {
+		scale *= 10
+	}
+	if platform > iso {
+		if value%scale != 0 {
+			return 0, "", fmt.Errorf("amount %d %s is not a whole number of %s's ISO 4217 minor units (the platform counts %d decimals, ISO 4217 %d)",
+				value, code, code, platform, iso)
+		}
+		return value / scale, code, nil
+	}
+	if value > math.MaxInt64/scale {
+		return 0, "", fmt.Errorf("amount %d %s is too large", value, code)
+	}
+	return value * scale, code, nil
 }

@@ -63,6 +63,13 @@ func TestForeignMerchantNeverPays(t *testing.T) {
 		body := stripeEventFor(fmt.Sprintf("evt_fm_%t_%s", live, account), "ORD-FM", 200, 200, "cny", live, account)
 		return body, stripeSigned(body, stripeSecret, time.Now())
 	}
+	live := paymentPresets(t, func(c *config.Config) {
+		for i := range c.Sources {
+			if c.Sources[i].Name == "stripe" {
+				c.Sources[i].Platform.Livemode = "true"
+			}
+		}
+	})
 	adyen := adyenSigned(adyenKey, func() adyenItem {
 		it := authorisation("PSP-FM", "ORD-FM", 200, "true")
 		it.Account, it.Currency = "SomeoneElseECOM", "CNY"
@@ -82,7 +89,7 @@ func TestForeignMerchantNeverPays(t *testing.T) {
 		"alipay: another app": {"alipay", alipayExample("out_trade_no", "ORD-FM", "app_id", "2021000000000001").signed(k), alipayHeader(), "fail"},
 		"alipay: another seller": {"alipay", alipayExample("out_trade_no", "ORD-FM", "seller_id", "2088000000000001").signed(k),
 			alipayHeader(), "fail"},
-		"stripe: test mode on a live source": func() req { b, h := stripe(true, ""); return req{"stripe", b, h, `"error":`} }(),
+		"stripe: live mode on a test source": func() req { b, h := stripe(true, ""); return req{"stripe", b, h, `"error":`} }(),
 		"stripe: a connected account":        func() req { b, h := stripe(false, "acct_1Other"); return req{"stripe", b, h, `"error":`} }(),
 		"adyen: another merchant account":    {"adyen", adyen, jsonHeader(), `"error":`},
 		"shopify: another shop":              {"shopify", shopifyBody, shopifyHeader, `"error":`},
@@ -97,6 +104,12 @@ func TestForeignMerchantNeverPays(t *testing.T) {
 		require.Equal(t, http.StatusForbidden, a.Status, "%s: %s", name, a.Body)
 		require.Contains(t, string(a.Body), c.answer, name)
 	}
+	// The dangerous direction: a test-mode event sent to a live source.
+	b, h := stripe(false, "")
+	a := live.Post(t, "stripe", b, h)
+	require.Equal(t, http.StatusForbidden, a.Status, "test mode on a live source: %s", a.Body)
+	require.Contains(t, string(a.Body), `livemode \"false\" is not this source's`)
+	require.Zero(t, live.Callbacks(t, "stripe"))
 	for _, src := range []string{"alipay", "stripe", "adyen", "shopify", "wechatpay"} {
 		require.Zero(t, p.Callbacks(t, src), "%s: nothing refused is stored", src)
 	}
@@ -104,7 +117,7 @@ func TestForeignMerchantNeverPays(t *testing.T) {
 	require.Equal(t, payment.OrderUnpaid, p.Order(t, shopifyCode("ORD-FM")).PaymentStatus)
 
 	// The same notifications for our merchant pay.
-	b, h := wechat(wechatMchID, "wxd678efh567hg6787")
+	b, h = wechat(wechatMchID, "wxd678efh567hg6787")
 	require.Equal(t, http.StatusNoContent, p.Post(t, "wechatpay", b, h).Status)
 	row := p.Settled(t, "wechatpay", "EV-FM-"+wechatMchID+"wxd678efh567hg6787")
 	require.Equal(t, "ORD-FM", row.BusinessKey)
@@ -176,4 +189,90 @@ func TestPresetPaymentCurrencies(t *testing.T) {
 	p.Settled(t, "shopify", kwd)
 	require.Equal(t, payment.OrderPaid, p.Order(t, shopifyCode("ORD-SH-JPY")).PaymentStatus, "1999 yen is 1999 yen")
 	require.Equal(t, payment.OrderPaid, p.Order(t, shopifyCode("ORD-SH-KWD")).PaymentStatus, "1.999 dinar is 1999 fils")
+}
+
+// TestPlatformMinorUnitsUnlikeISO: where a platform counts a currency's
+// minor units unlike ISO 4217 (Stripe: ISK and UGX with two decimals, MGA
+// with none; Adyen: CLP and ISK with two, CVE and IDR with none), its
+// integer amount is converted to ISO minor units, the unit of
+// orders.amount, and one that is not whole in ISO units is refused: Stripe's
+// 5000 ISK is 50 krónur and never pays an order of 5000.
+func TestPlatformMinorUnitsUnlikeISO(t *testing.T) {
+	t.Parallel()
+	st, err := platform.New("stripe", platform.Config{Secrets: []string{stripeSecret}})
+	require.NoError(t, err)
+	stripe := func(amount int64, currency string) (callback.PaymentEvent, error) {
+		body := stripeEventFor("evt_iso", "ORD-ISO", amount, amount, currency, true, "")
+		cbs, err := st.Read(platform.Request{Header: stripeSigned(body, stripeSecret, time.Now()), Body: body, Now: time.Now()})
+		if err != nil {
+			return callback.PaymentEvent{}, err
+		}
+		return cbs[0].Event.(callback.PaymentEvent), nil
+	}
+	ad := newAdyen(t, adyenKey)
+	adyen := func(value int64, currency string) (callback.PaymentEvent, error) {
+		it := authorisation("PSP-ISO", "ORD-ISO", value, "true")
+		it.Currency = currency
+		cbs, err := ad.Read(platform.Request{Body: adyenSigned(adyenKey, it), Now: time.Now()})
+		if err != nil {
+			return callback.PaymentEvent{}, err
+		}
+		return cbs[0].Event.(callback.PaymentEvent), nil
+	}
+	for _, c := range []struct {
+		read     func(int64, string) (callback.PaymentEvent, error)
+		name     string
+		amount   int64
+		currency string
+		want     int64
+	}{
+		{stripe, "stripe", 500000, "isk", 5000}, {stripe, "stripe", 1500, "ugx", 15}, {stripe, "stripe", 5000, "mga", 500000},
+		{stripe, "stripe", 1999, "usd", 1999}, {stripe, "stripe", 1999, "jpy", 1999},
+		{adyen, "adyen", 100000, "CLP", 1000}, {adyen, "adyen", 500000, "ISK", 5000}, {adyen, "adyen", 12, "CVE", 1200},
+		{adyen, "adyen", 15000, "IDR", 1500000}, {adyen, "adyen", 1999, "EUR", 1999},
+	} {
+		ev, err := c.read(c.amount, c.currency)
+		require.NoError(t, err, "%s %d %s", c.name, c.amount, c.currency)
+		require.Equal(t, c.want, ev.Amount, "%s %d %s", c.name, c.amount, c.currency)
+	}
+	_, err = stripe(5050, "isk")
+	require.ErrorContains(t, err, "amount 5050 ISK is not a whole number of ISK's ISO 4217 minor units")
+	_, err = adyen(100050, "CLP")
+	require.ErrorContains(t, err, "not a whole number")
+}
+
+// TestMerchantBindingEdges: a WeChat Pay refund (its resource has no appid)
+// is taken with WECHATPAY_APPID set; an Alipay notification of an ISV's app
+// for another merchant (auth_app_id) is refused; a merchant list of blanks
+// is no list.
+func TestMerchantBindingEdges(t *testing.T) {
+	t.Parallel()
+	k := testenv.RSAKeys()[0]
+	cfg := wechatKeyConfig()
+	cfg.AppID = "wxd678efh567hg6787"
+	wx, err := platform.New("wechatpay-v3", cfg)
+	require.NoError(t, err)
+	refund := `{"mchid":"` + wechatMchID + `","out_trade_no":"WX-R","transaction_id":"T","out_refund_no":"R1","refund_status":"SUCCESS","amount":{"total":5,"refund":5}}`
+	body := wechatNotification("EV-R", "REFUND.SUCCESS", "refund", wechatAPIv3Key, refund)
+	cbs, err := wx.Read(platform.Request{Header: wechatSigned(k, wechatPubKeyID, body, time.Now()), Body: body, Now: time.Now()})
+	require.NoError(t, err, "a refund has no appid to compare")
+	require.Contains(t, cbs[0].Event.(callback.PaymentEvent).Ignored, "REFUND.SUCCESS")
+
+	ali, err := platform.New("alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}, AppID: alipayAppID})
+	require.NoError(t, err)
+	read := func(kv ...string) error {
+		_, err := ali.Read(platform.Request{Header: alipayHeader(), Body: alipayExample(kv...).signed(k), Now: time.Now()})
+		return err
+	}
+	require.NoError(t, read("auth_app_id", alipayAppID), "our own app")
+	err = read("auth_app_id", "2021000000009999")
+	require.True(t, platform.IsForeignMerchant(err), "another merchant of the same ISV app: %v", err)
+
+	for _, blank := range []string{",", " , ", ""} {
+		require.Contains(t, platform.Missing("adyen", platform.Config{Secrets: []string{adyenKey}, MerchantAccounts: blank}),
+			"platform.merchant_accounts (ADYEN_MERCHANT_ACCOUNTS)", "%q", blank)
+		require.Contains(t, platform.Missing("shopify", platform.Config{Secrets: []string{"s"}, ShopDomains: blank}),
+			"platform.shop_domains (SHOPIFY_SHOP_DOMAINS)", "%q", blank)
+	}
+	require.Empty(t, platform.Missing("adyen", platform.Config{Secrets: []string{adyenKey}, MerchantAccounts: " , A"}))
 }

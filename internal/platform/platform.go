@@ -193,7 +193,7 @@ func Missing(name string, cfg Config) []string {
 		out = append(out, p.keysHint)
 	}
 	for _, f := range p.requires {
-		if strings.TrimSpace(cfg.field(f.name)) == "" {
+		if len(splitList(cfg.field(f.name))) == 0 { // "", or a list of blanks (",")
 			out = append(out, "platform."+f.name+" ("+f.env+")")
 		}
 	}
@@ -319,7 +319,7 @@ func New(name string, cfg Config) (Platform, error) {
 		errs = append(errs, errors.New("platform.tolerance: must not be negative"))
 	}
 	for _, f := range p.requires {
-		if strings.TrimSpace(cfg.field(f.name)) == "" {
+		if len(splitList(cfg.field(f.name))) == 0 {
 			errs = append(errs, fmt.Errorf("platform.%s: is required (%s): the merchant this source takes notifications for", f.name, f.env))
 		}
 	}

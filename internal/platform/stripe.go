@@ -16,7 +16,8 @@ import (
 // pays, payment_intent.payment_failed fails, any other type is stored and
 // processed without effect. Order: data.object.metadata.order_code (or
 // order_path); payment: data.object.id; amount: data.object.amount_received
-// for a success, data.object.amount for a failure, already in minor units;
+// for a success, data.object.amount for a failure, in Stripe's minor units
+// (converted to ISO 4217's where Stripe counts otherwise: MGA, ISK, UGX);
 // currency: data.object.currency. Keys: secrets (several during a roll).
 // Merchant: livemode ("true" by default) must equal the event's livemode,
 // and account, when set, its account (Connect); when unset, an event
@@ -113,15 +114,16 @@ func (p *stripe) Read(req Request) ([]Callback, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ev.Amount, err = MinorUnits(amount, 0); err != nil {
+	value, err := MinorUnits(amount, 0)
+	if err != nil {
 		return nil, badRequest("%s: %v", amountField, err)
 	}
 	currency, err := obj.Scalar("data.object.currency")
 	if err != nil {
 		return nil, err
 	}
-	if ev.Currency, err = callback.Currency(currency); err != nil {
-		return nil, badRequest("data.object.currency: %v", err)
+	if ev.Amount, ev.Currency, err = stripeDigits.toISO(value, currency); err != nil {
+		return nil, badRequest("%s: %v", amountField, err)
 	}
 	if created, err := obj.Scalar("created"); err == nil {
 		if sec, err := MinorUnits(created, 0); err == nil {

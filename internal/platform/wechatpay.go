@@ -148,10 +148,10 @@ func (p *wechatPay) Read(req Request) ([]Callback, error) {
 	if mchID != p.mchID {
 		return nil, foreign("mchid", mchID)
 	}
-	if p.appID != "" {
-		if appID, _ := obj.Scalar("appid"); appID != p.appID {
-			return nil, foreign("appid", appID)
-		}
+	// appid, when the source names one, binds the notifications that
+	// carry it (transactions); a refund's resource has none.
+	if appID, err := obj.Scalar("appid"); p.appID != "" && err == nil && appID != p.appID {
+		return nil, foreign("appid", appID)
 	}
 	if r.OriginalType != "transaction" && !strings.HasPrefix(env.EventType, "TRANSACTION.") {
 		ev := callback.PaymentEvent{Ignored: fmt.Sprintf("wechat pay %s notification (%s) is not about a payment",

@@ -170,11 +170,14 @@ var DemoSecrets = []string{
 }
 
 // HasDemoSecret reports whether the source accepts a documented demo
-// secret.
+// secret, also written without its whsec_ prefix (Standard Webhooks takes
+// the base64 key either way).
 func (c Config) HasDemoSecret() bool {
 	for _, s := range append(slices.Clone(c.Signature.Secrets), c.Platform.Secrets...) {
-		if slices.Contains(DemoSecrets, s) {
-			return true
+		for _, d := range DemoSecrets {
+			if strings.TrimPrefix(strings.TrimSpace(s), "whsec_") == strings.TrimPrefix(d, "whsec_") {
+				return true
+			}
 		}
 	}
 	return false
