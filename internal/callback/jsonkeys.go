@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 )
 
@@ -28,56 +29,127 @@ var ErrAmbiguousKey = fmt.Errorf("ambiguous JSON key")
 // is the extractor's to refuse. Run CheckJSONShape first: it bounds the
 // nesting this walks.
 func CheckJSONKeys(body []byte) error {
-	type frame struct {
-		object    bool
-		expectKey bool
-		keys      map[string]string // folded -> as written
+	return scanKeys(body, func(_ int, f *keyFrame, key []byte) error {
+		if prev, dup := f.find(key); dup {
+			if bytes.Equal(prev, key) {
+				return fmt.Errorf("%w: %q appears twice in one object", ErrAmbiguousKey, Truncate(string(key), 64))
+			}
+			return fmt.Errorf("%w: %q and %q differ only in case", ErrAmbiguousKey, Truncate(string(prev), 64), Truncate(string(key), 64))
+		}
+		return nil
+	})
+}
+
+// keyFrame is an open object or array of a scan.
+type keyFrame struct {
+	object    bool
+	expectKey bool
+	keys      [][]byte          // the object's keys so far, decoded
+	folded    map[string][]byte // foldKey(key) -> key, once keys are many
+}
+
+// foldedFrom is how many keys an object holds before find uses a map
+// rather than comparing with each.
+const foldedFrom = 16
+
+// find returns the key of f that key equals under case folding, if any,
+// and records key.
+func (f *keyFrame) find(key []byte) ([]byte, bool) {
+	if f.folded == nil && len(f.keys) >= foldedFrom {
+		f.folded = make(map[string][]byte, 2*foldedFrom)
+		for _, k := range f.keys {
+			f.folded[foldKey(string(k))] = k
+		}
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var stack []frame
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil // the end, or a syntax error reported elsewhere
+	if f.folded != nil {
+		fk := foldKey(string(key))
+		if prev, ok := f.folded[fk]; ok {
+			return prev, true
 		}
-		var top *frame
-		if len(stack) > 0 {
-			top = &stack[len(stack)-1]
+		f.folded[fk] = key
+	} else {
+		for _, prev := range f.keys {
+			if bytes.EqualFold(prev, key) {
+				return prev, true
+			}
 		}
-		if d, ok := tok.(json.Delim); ok {
-			switch d {
-			case '{', '[':
-				if top != nil && top.object {
-					top.expectKey = true // after this value, a key
+	}
+	f.keys = append(f.keys, key)
+	return nil, false
+}
+
+// scanKeys calls visit for every object key of body, in order, with the
+// depth of its object (1: the top level) and the object's frame (the keys
+// before it). It stops at visit's first error, or quietly at a body that
+// is not JSON. One pass over the bytes; a key is copied only when it holds
+// an escape.
+func scanKeys(body []byte, visit func(depth int, f *keyFrame, key []byte) error) error {
+	var stack []keyFrame
+	top := func() *keyFrame {
+		if len(stack) == 0 {
+			return nil
+		}
+		return &stack[len(stack)-1]
+	}
+	// afterValue: a value ended inside the top frame.
+	afterValue := func() {
+		if t := top(); t != nil && t.object {
+			t.expectKey = true
+		}
+	}
+	for i := 0; i < len(body); {
+		switch c := body[i]; c {
+		case ' ', '\t', '\n', '\r', ':', ',':
+			i++
+		case '{', '[':
+			afterValue()
+			stack = append(stack, keyFrame{object: c == '{', expectKey: c == '{'})
+			i++
+		case '}', ']':
+			if len(stack) == 0 {
+				return nil
+			}
+			stack = stack[:len(stack)-1]
+			i++
+		case '"':
+			j, escaped := i+1, false
+			for j < len(body) && body[j] != '"' {
+				if body[j] == '\\' {
+					escaped = true
+					j++
 				}
-				stack = append(stack, frame{object: d == '{', expectKey: d == '{'})
-			default:
-				stack = stack[:len(stack)-1]
+				j++
 			}
-			continue
-		}
-		if top == nil || !top.object {
-			continue
-		}
-		if !top.expectKey {
-			top.expectKey = true // a value
-			continue
-		}
-		key, _ := tok.(string)
-		folded := foldKey(key)
-		if prev, dup := top.keys[folded]; dup {
-			if prev == key {
-				return fmt.Errorf("%w: %q appears twice in one object", ErrAmbiguousKey, Truncate(key, 64))
+			if j >= len(body) {
+				return nil // unterminated
 			}
-			return fmt.Errorf("%w: %q and %q differ only in case", ErrAmbiguousKey, Truncate(prev, 64), Truncate(key, 64))
+			t := top()
+			if t == nil || !t.object || !t.expectKey {
+				afterValue()
+				i = j + 1
+				continue
+			}
+			key := body[i+1 : j]
+			if escaped {
+				var s string
+				if json.Unmarshal(body[i:j+1], &s) != nil {
+					return nil
+				}
+				key = []byte(s)
+			}
+			t.expectKey = false
+			if err := visit(len(stack), t, key); err != nil {
+				return err
+			}
+			i = j + 1
+		default: // a number, true, false or null
+			for i < len(body) && !strings.ContainsRune(" \t\n\r,:]}", rune(body[i])) {
+				i++
+			}
+			afterValue()
 		}
-		if top.keys == nil {
-			top.keys = map[string]string{}
-		}
-		top.keys[folded] = key
-		top.expectKey = false
 	}
+	return nil
 }
 
 // foldKey maps key to a canonical form under Unicode simple case folding,
@@ -115,8 +187,30 @@ func foldRune(r rune) rune {
 
 // checkExactKeys refuses a payload with an object key that differs only in
 // case from a field of the struct it decodes into (encoding/json would take
-// "OrderCode" or "ORDERCODE" for orderCode), at any level of t.
+// "OrderCode" or "ORDERCODE" for orderCode), at any level of t. For a flat
+// struct (the canonical events) only the top level's keys matter, and one
+// scan of the bytes reads them.
 func checkExactKeys(payload []byte, t reflect.Type) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() == reflect.Struct && flatStruct(t) {
+		fields := jsonFields(t)
+		return scanKeys(payload, func(depth int, _ *keyFrame, key []byte) error {
+			if depth != 1 {
+				return nil
+			}
+			if _, exact := fields[string(key)]; exact {
+				return nil
+			}
+			for name := range fields {
+				if strings.EqualFold(string(key), name) {
+					return fmt.Errorf("%w: %q differs from the field %q only in case", ErrAmbiguousKey, Truncate(string(key), 64), name)
+				}
+			}
+			return nil
+		})
+	}
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.UseNumber()
@@ -124,6 +218,26 @@ func checkExactKeys(payload []byte, t reflect.Type) error {
 		return nil // DecodePayload reports it
 	}
 	return walkExactKeys(v, t, "")
+}
+
+// flatStruct reports a struct whose fields decode from scalars (strings,
+// numbers, booleans, times): no object of its payload but the top one
+// names fields.
+func flatStruct(t reflect.Type) bool {
+	for _, ft := range jsonFields(t) {
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch ft.Kind() {
+		case reflect.Struct:
+			if ft != reflect.TypeFor[time.Time]() {
+				return false
+			}
+		case reflect.Map, reflect.Slice, reflect.Array, reflect.Interface:
+			return false
+		}
+	}
+	return true
 }
 
 func walkExactKeys(v any, t reflect.Type, path string) error {

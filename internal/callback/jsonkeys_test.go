@@ -1,7 +1,9 @@
 package callback_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -20,6 +22,14 @@ func TestCheckJSONKeys(t *testing.T) {
 		"{\"s\":1,\"\u017f\":2}":                                 `differ only in case`, // LONG S folds to s
 		`{"a":{"x":{"y":1}},"b":1,"B":2}`:                        `"b" and "B"`,
 	}
+	var many strings.Builder // an object of 40 keys, past the point where a map takes over
+	many.WriteString(`{`)
+	for i := range 40 {
+		fmt.Fprintf(&many, `"key%d":%d,`, i, i)
+	}
+	refused[many.String()+`"KEY7":1}`] = `"key7" and "KEY7" differ only in case`
+	refused[many.String()+`"key39":1}`] = `"key39" appears twice`
+	require.NoError(t, callback.CheckJSONKeys([]byte(many.String()+`"key40":1}`)))
 	for body, want := range refused {
 		err := callback.CheckJSONKeys([]byte(body))
 		require.ErrorIs(t, err, callback.ErrAmbiguousKey, body)
@@ -48,6 +58,9 @@ func FuzzCheckJSONKeys(f *testing.F) {
 			return
 		}
 		err := callback.CheckJSONKeys([]byte(s))
+		if json.Valid([]byte(s)) {
+			require.Equal(t, referenceAmbiguous([]byte(s)), err != nil, "%q: CheckJSONKeys says %v", s, err)
+		}
 		if err != nil {
 			return
 		}
@@ -89,4 +102,52 @@ func TestDecodePayloadIsExactCase(t *testing.T) {
 	require.ErrorContains(t, err, `"AMOUNT" differs from the field "amount" only in case`)
 	require.NoError(t, callback.DecodePayload([]byte(`{"orderCode":"A","paymentNo":"P","amount":5,"status":"SUCCESS","extra":{"Amount":1}}`), &p))
 	require.EqualValues(t, 5, p.Amount)
+}
+
+// referenceAmbiguous is the rule written plainly, on encoding/json's own
+// tokens: does an object hold two keys that strings.EqualFold says are
+// equal (an exact duplicate included)?
+func referenceAmbiguous(body []byte) bool {
+	type frame struct {
+		object, expectKey bool
+		keys              []string
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = &stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok {
+			if d == '{' || d == '[' {
+				if top != nil && top.object {
+					top.expectKey = true
+				}
+				stack = append(stack, frame{object: d == '{', expectKey: d == '{'})
+			} else {
+				stack = stack[:len(stack)-1]
+			}
+			continue
+		}
+		if top == nil || !top.object {
+			continue
+		}
+		if !top.expectKey {
+			top.expectKey = true
+			continue
+		}
+		key := tok.(string)
+		for _, k := range top.keys {
+			if strings.EqualFold(k, key) {
+				return true
+			}
+		}
+		top.keys = append(top.keys, key)
+		top.expectKey = false
+	}
 }
