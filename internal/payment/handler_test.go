@@ -150,7 +150,10 @@ func TestPaymentInAnotherCurrencyNeverPays(t *testing.T) {
 	var n int64
 	require.NoError(t, st.DB.Table("outbox").Count(&n).Error)
 	require.Zero(t, n, "no notification")
-	require.InDelta(t, 3, testutil.ToFloat64(m.FailedReasons.WithLabelValues("payment", "currency_mismatch")), 0)
+	// Counted right after the FAILED row commits: wait for it.
+	require.Eventually(t, func() bool {
+		return testutil.ToFloat64(m.FailedReasons.WithLabelValues("payment", "currency_mismatch")) == 3
+	}, 5*time.Second, 10*time.Millisecond, "three currency mismatches counted")
 
 	usd := store("e-usd", "ORD-CUR-1", "usd")
 	st.WaitStatus(t, usd, callback.StatusSuccess)
