@@ -47,7 +47,14 @@ type Log struct {
 	ReceivedAt    time.Time       `gorm:"column:received_at"`
 	ProcessedAt   *time.Time      `gorm:"column:processed_at"`
 	NextAttemptAt *time.Time      `gorm:"column:next_attempt_at"`
+	// RetryAfter is the earliest the next attempt of a retrying callback
+	// may start (nil: any time); see Due.
+	RetryAfter *time.Time `gorm:"column:retry_after"`
 }
+
+// Due reports whether a PENDING callback may run at now: not before the
+// backoff its last failed attempt set (an operator's replay clears it).
+func (l *Log) Due(now time.Time) bool { return l.RetryAfter == nil || !l.RetryAfter.After(now) }
 
 // TableName tells gorm the table.
 func (Log) TableName() string { return "callback_log" }

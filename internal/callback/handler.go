@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"gorm.io/gorm"
 )
@@ -19,8 +20,13 @@ import (
 // nothing and write no new notification.
 //
 // The error says what happens next: nil is SUCCESS; Permanent(err) sends the
-// callback to FAILED at once; any other error is retried with backoff until
-// the source's max_attempts, then FAILED.
+// callback to FAILED at once; RetryAfter(d, err) is a failed attempt whose
+// next one comes after d; any other error is a failed attempt retried with
+// the source's backoff until its max_attempts, then FAILED, whatever it
+// wraps (a network error, a deadline of the handler's own). Only a
+// failure of callgate's own database connection (a statement on tx that
+// could not reach the server) is not the callback's fault: it uses no
+// attempt and the callback runs again when the database answers.
 type Handler interface {
 	Handle(ctx context.Context, tx *gorm.DB, cb *Log, out Outbox) error
 }
@@ -91,6 +97,30 @@ func Permanent(err error) error { return &PermanentError{Err: err} }
 
 // Permanentf is Permanent(fmt.Errorf(format, args...)).
 func Permanentf(format string, args ...any) error { return Permanent(fmt.Errorf(format, args...)) }
+
+// RetryAfterError is a retryable failure whose next attempt is to come
+// Delay after this one rather than after the source's backoff (a platform
+// that said "try again in a minute", a rate limit of a service the handler
+// calls). It counts as an attempt, within the source's budget.
+type RetryAfterError struct {
+	Delay time.Duration
+	Err   error
+}
+
+func (e *RetryAfterError) Error() string { return e.Err.Error() }
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// RetryAfter wraps err so the next attempt comes d from now.
+func RetryAfter(d time.Duration, err error) error { return &RetryAfterError{Delay: d, Err: err} }
+
+// RetryDelay is the delay a RetryAfter asked for, if err holds one.
+func RetryDelay(err error) (time.Duration, bool) {
+	var r *RetryAfterError
+	if errors.As(err, &r) && r.Delay > 0 {
+		return r.Delay, true
+	}
+	return 0, false
+}
 
 // IsPermanent reports whether err (or what it wraps) is permanent.
 func IsPermanent(err error) bool {

@@ -1,0 +1,1 @@
+ALTER TABLE callback_log DROP COLUMN retry_after;
