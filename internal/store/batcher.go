@@ -239,7 +239,7 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 	}
 	err := b.insert(ctx, unique)
 	var refused *statementError
-	if errors.As(err, &refused) && !IsUnavailable(err) && len(unique) > 1 {
+	if errors.As(err, &refused) && !connectionFailure(err) && len(unique) > 1 {
 		// The statement itself was refused (and rolled back whole): a row
 		// the database refuses must not fail its batch-mates, so this
 		// batch goes row by row.

@@ -35,17 +35,34 @@ func keyTuples(q *strings.Builder, args []any, keys []Key) []any {
 }
 
 // ClaimCallbacksTx reads the callbacks ids and locks their rows until tx
-// ends, in id order. A row another transaction holds (a duplicate delivery,
-// a wake-up of a callback still in another batch) is waited for, then read
-// as that transaction left it: skipping it would lose the wake-up. Ids that
-// do not exist are missing from the result.
-func (s *Store) ClaimCallbacksTx(ctx context.Context, tx *Tx, ids []int64) ([]callback.Log, error) {
-	var rows []callback.Log
-	err := s.q(ctx, tx).Raw(`SELECT * FROM callback_log WHERE id IN ? ORDER BY id FOR UPDATE`, ids).Scan(&rows).Error
+// ends, in id order, never waiting: a row another transaction holds (a
+// duplicate delivery at work, a callback still in another batch) is left
+// out and listed in held, for its caller to run it again later (once that
+// transaction has settled it, or let it go). Ids that do not exist are in
+// neither list.
+func (s *Store) ClaimCallbacksTx(ctx context.Context, tx *Tx, ids []int64) (claimed []callback.Log, held []int64, err error) {
+	err = s.q(ctx, tx).Raw(`SELECT * FROM callback_log WHERE id IN ? ORDER BY id FOR UPDATE SKIP LOCKED`, ids).Scan(&claimed).Error
 	if err != nil {
-		return nil, fmt.Errorf("error claiming %d callbacks: %w", len(ids), translate(err))
+		return nil, nil, fmt.Errorf("error claiming %d callbacks: %w", len(ids), translate(err))
 	}
-	return rows, nil
+	if len(claimed) == len(ids) {
+		return claimed, nil, nil
+	}
+	got := make(map[int64]bool, len(claimed))
+	for _, cb := range claimed {
+		got[cb.ID] = true
+	}
+	var missing []int64
+	for _, id := range ids {
+		if !got[id] {
+			missing = append(missing, id)
+		}
+	}
+	// A plain read (READ COMMITTED: no lock) tells held rows from absent ones.
+	if err := s.q(ctx, tx).Raw(`SELECT id FROM callback_log WHERE id IN ?`, missing).Scan(&held).Error; err != nil {
+		return nil, nil, fmt.Errorf("error claiming %d callbacks: %w", len(ids), translate(err))
+	}
+	return claimed, held, nil
 }
 
 // LockKeysTx locks the callback_key rows of keys until tx ends, never
@@ -105,19 +122,46 @@ func (s *Store) LockKeysTx(ctx context.Context, tx *Tx, keys []Key) (busy map[Ke
 	return busy, nil
 }
 
+// keyRefreshAfter is how old a held key's locked_at may grow before the
+// holder writes it again: the retention job forgets keys not locked for
+// scheduler.retention.max_age (30 days by default), and a key in daily use
+// must never look unused, while writing it at every lock would cost a
+// statement per batch.
+const keyRefreshAfter = time.Hour
+
 func (s *Store) selectKeys(ctx context.Context, tx *Tx, keys []Key, lock string) (map[Key]bool, error) {
 	var q strings.Builder
-	q.WriteString(`SELECT kind, business_key FROM callback_key WHERE (kind, business_key) IN (`)
+	q.WriteString(`SELECT kind, business_key, locked_at FROM callback_key WHERE (kind, business_key) IN (`)
 	args := keyTuples(&q, nil, keys)
 	q.WriteString(")")
 	q.WriteString(lock)
-	var rows []Key
+	var rows []struct {
+		Key
+		LockedAt time.Time
+	}
 	if err := s.q(ctx, tx).Raw(q.String(), args...).Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("error locking %d keys: %w", len(keys), translate(err))
 	}
 	out := make(map[Key]bool, len(rows))
+	now := time.Now().UTC()
+	var stale []Key
 	for _, k := range rows {
-		out[k] = true
+		out[k.Key] = true
+		if lock != "" && now.Sub(k.LockedAt) > keyRefreshAfter {
+			stale = append(stale, k.Key)
+		}
+	}
+	// Held now: refresh them, one statement per kind naming the primary
+	// key's columns (see DeleteKeysBefore).
+	byKind := map[string][]string{}
+	for _, k := range stale {
+		byKind[k.Kind] = append(byKind[k.Kind], k.BusinessKey)
+	}
+	for kind, keys := range byKind {
+		err := s.q(ctx, tx).Exec(`UPDATE callback_key SET locked_at = ? WHERE kind = ? AND business_key IN ?`, now, kind, keys).Error
+		if err != nil {
+			return nil, fmt.Errorf("error refreshing %d keys: %w", len(keys), translate(err))
+		}
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -108,12 +109,26 @@ func (s *Store) GetCallback(ctx context.Context, id int64) (*callback.Log, error
 	return &l, nil
 }
 
-// ClaimCallbackTx reads callback id and locks its row until tx ends: the
-// worker's claim before it runs the callback (ErrNotFound when there is
-// none). withPayload false leaves the payload and headers out.
+// ClaimCallbackTx reads callback id and locks its row until tx ends,
+// waiting for a transaction that holds it (an operator's replay of a
+// callback being processed waits for it). ErrNotFound when there is none.
+// withPayload false leaves the payload and headers out.
 func (s *Store) ClaimCallbackTx(ctx context.Context, tx *Tx, id int64, withPayload bool) (*callback.Log, error) {
+	return s.claimCallback(ctx, tx, id, withPayload, clause.Locking{Strength: "UPDATE"})
+}
+
+// TryClaimCallbackTx is the worker's claim before it runs a callback:
+// ClaimCallbackTx with the payload, never waiting. A row another
+// transaction holds (a duplicate delivery at work) is ErrLockNotAvailable,
+// and the callback runs again later rather than right after that
+// transaction, which may have left it to be retried later.
+func (s *Store) TryClaimCallbackTx(ctx context.Context, tx *Tx, id int64) (*callback.Log, error) {
+	return s.claimCallback(ctx, tx, id, true, clause.Locking{Strength: "UPDATE", Options: "NOWAIT"})
+}
+
+func (s *Store) claimCallback(ctx context.Context, tx *Tx, id int64, withPayload bool, lock clause.Locking) (*callback.Log, error) {
 	var l callback.Log
-	q := s.q(ctx, tx).Clauses(clause.Locking{Strength: "UPDATE"})
+	q := s.q(ctx, tx).Clauses(lock)
 	if !withPayload {
 		q = q.Omit("payload", "headers")
 	}
@@ -153,12 +168,30 @@ type Failure struct {
 	Attempt       callback.Attempt
 	Final         bool
 	NextAttemptAt time.Time
+	// Reason is the handler's code for a FAILED callback (metrics).
+	Reason string
 }
+
+// errStale: the callback was settled by another delivery meanwhile.
+var errStale = errors.New("callback settled by another delivery")
 
 // RecordFailure writes a failed attempt in its own short transaction, only
 // if nobody settled the callback meanwhile (a duplicate delivery running at
 // the same time): stale reports that case, and then nothing is written.
 func (s *Store) RecordFailure(ctx context.Context, f Failure) (stale bool, err error) {
+	err = s.InTx(ctx, func(tx *Tx) error { return s.RecordFailureTx(ctx, tx, f) })
+	if errors.Is(err, errStale) {
+		return true, nil
+	}
+	return false, err
+}
+
+// RecordFailureTx writes a failed attempt in tx: the callback back to
+// PENDING until NextAttemptAt (and not run before it: retry_after), or
+// FAILED when Final, and the attempt's row. The callback must still be
+// PENDING after the attempts the failure counts; it is when tx holds its
+// row since the claim.
+func (s *Store) RecordFailureTx(ctx context.Context, tx *Tx, f Failure) error {
 	a := f.Attempt
 	updates := map[string]any{"attempts": a.Attempt, "last_error": a.Error}
 	if f.Final {
@@ -166,23 +199,41 @@ func (s *Store) RecordFailure(ctx context.Context, f Failure) (stale bool, err e
 		updates["processed_at"] = a.FinishedAt
 	} else {
 		updates["next_attempt_at"] = f.NextAttemptAt
+		updates["retry_after"] = f.NextAttemptAt
 	}
-	err = s.InTx(ctx, func(tx *Tx) error {
-		res := s.q(ctx, tx).Model(&callback.Log{}).
-			Where("id = ? AND status = ? AND attempts = ?", a.LogID, callback.StatusPending, a.Attempt-1).Updates(updates)
-		if res.Error != nil {
-			return translate(res.Error)
-		}
-		if res.RowsAffected == 0 {
-			stale = true
-			return nil
-		}
-		return s.InsertAttemptTx(ctx, tx, &a)
-	})
-	if err != nil {
-		return false, fmt.Errorf("error recording failed attempt of callback log %d: %w", a.LogID, err)
+	res := s.q(ctx, tx).Model(&callback.Log{}).
+		Where("id = ? AND status = ? AND attempts = ?", a.LogID, callback.StatusPending, a.Attempt-1).Updates(updates)
+	if res.Error != nil {
+		return fmt.Errorf("error recording failed attempt of callback log %d: %w", a.LogID, translate(res.Error))
 	}
-	return stale, nil
+	if res.RowsAffected == 0 {
+		return errStale
+	}
+	if err := s.InsertAttemptTx(ctx, tx, &a); err != nil {
+		return fmt.Errorf("error recording failed attempt of callback log %d: %w", a.LogID, err)
+	}
+	return nil
+}
+
+// savepointHandler names the savepoint before a handler runs.
+const savepointHandler = "callgate_handler"
+
+// SavepointTx marks the point in tx that RollbackToSavepointTx returns
+// to: what the handler then does can be undone while the claim's row
+// locks stay.
+func (s *Store) SavepointTx(ctx context.Context, tx *Tx) error {
+	if err := s.q(ctx, tx).SavePoint(savepointHandler).Error; err != nil {
+		return fmt.Errorf("error setting a savepoint: %w", translate(err))
+	}
+	return nil
+}
+
+// RollbackToSavepointTx undoes what tx did since SavepointTx.
+func (s *Store) RollbackToSavepointTx(ctx context.Context, tx *Tx) error {
+	if err := s.q(ctx, tx).RollbackTo(savepointHandler).Error; err != nil {
+		return fmt.Errorf("error rolling back to the savepoint: %w", translate(err))
+	}
+	return nil
 }
 
 // PushBack moves a PENDING callback's next_attempt_at to due (never
@@ -224,7 +275,7 @@ func (s *Store) ClaimDue(ctx context.Context, kind string, now, pushTo time.Time
 		// rows it returns.
 		err := s.q(ctx, tx).Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
 			Select("id", "kind", "trace_id").
-			Where("status = ? AND next_attempt_at <= ? AND kind = ?", callback.StatusPending, now, kind).
+			Where("status = ? AND next_attempt_at <= ? AND kind = ? AND (retry_after IS NULL OR retry_after <= ?)", callback.StatusPending, now, kind, now).
 			Order("next_attempt_at").Limit(limit).Find(&due).Error
 		if err != nil || len(due) == 0 {
 			return translate(err)
@@ -242,19 +293,20 @@ func (s *Store) ClaimDue(ctx context.Context, kind string, now, pushTo time.Time
 }
 
 // ReleaseStuck makes due now (up to limit) PENDING callbacks whose
-// next_attempt_at is missing or later than horizon, and returns how many.
+// next_attempt_at is missing or later than horizon, or whose retry_after
+// is later than horizon (a clock that ran ahead), and returns how many.
 // The scan is a plain read; the update is by id, so no range is locked.
 func (s *Store) ReleaseStuck(ctx context.Context, now, horizon time.Time, limit int) (int, error) {
 	var ids []int64
 	err := s.q(ctx, nil).Model(&callback.Log{}).
-		Where("status = ? AND (next_attempt_at IS NULL OR next_attempt_at > ?)", callback.StatusPending, horizon).
+		Where("status = ? AND (next_attempt_at IS NULL OR next_attempt_at > ? OR retry_after > ?)", callback.StatusPending, horizon, horizon).
 		Limit(limit).Pluck("id", &ids).Error
 	if err != nil || len(ids) == 0 {
 		return 0, translate(err)
 	}
-	err = s.q(ctx, nil).Exec(`UPDATE callback_log SET next_attempt_at = ?
-		WHERE id IN ? AND status = ? AND (next_attempt_at IS NULL OR next_attempt_at > ?)`,
-		now, ids, callback.StatusPending, horizon).Error
+	err = s.q(ctx, nil).Exec(`UPDATE callback_log SET next_attempt_at = ?, retry_after = IF(retry_after > ?, NULL, retry_after)
+		WHERE id IN ? AND status = ? AND (next_attempt_at IS NULL OR next_attempt_at > ? OR retry_after > ?)`,
+		now, horizon, ids, callback.StatusPending, horizon, horizon).Error
 	if err != nil {
 		return 0, fmt.Errorf("error releasing stuck callbacks: %w", translate(err))
 	}
@@ -296,9 +348,10 @@ func (s *Store) DeleteSucceededBefore(ctx context.Context, cutoff time.Time, lim
 }
 
 // MakePendingTx turns callbacks back to PENDING, due at due, with a fresh
-// retry budget (attempts_base = attempts): an operator's replay.
+// retry budget (attempts_base = attempts) and no backoff to wait for: an
+// operator's replay.
 func (s *Store) MakePendingTx(ctx context.Context, tx *Tx, ids []int64, due time.Time) error {
-	err := s.q(ctx, tx).Exec(`UPDATE callback_log SET status = ?, attempts_base = attempts, next_attempt_at = ?, processed_at = NULL
+	err := s.q(ctx, tx).Exec(`UPDATE callback_log SET status = ?, attempts_base = attempts, next_attempt_at = ?, retry_after = NULL, processed_at = NULL
 		WHERE id IN ?`, callback.StatusPending, due, ids).Error
 	if err != nil {
 		return fmt.Errorf("error making callbacks PENDING: %w", translate(err))

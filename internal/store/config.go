@@ -37,6 +37,12 @@ type Config struct {
 	GroupCommitWriters int `yaml:"group_commit_writers"`
 	// GroupCommitMaxBatch bounds a batch's rows. Default 256.
 	GroupCommitMaxBatch int `yaml:"group_commit_max_batch"`
+	// LockWaitTimeout is each session's innodb_lock_wait_timeout (whole
+	// seconds, at least 1). 0 leaves the server's (50 s by default) for
+	// the gateway; the worker sets half its handler_timeout, so that the
+	// server gives up a lock wait (contention: run again, no attempt)
+	// before the worker's deadline does (a failed attempt).
+	LockWaitTimeout time.Duration `yaml:"lock_wait_timeout"`
 }
 
 // Config defaults.
@@ -93,8 +99,8 @@ func (c Config) Validate() error {
 	if c.MaxIdleConns < 0 {
 		errs = append(errs, errors.New("max_idle_conns: must not be negative"))
 	}
-	if c.DialTimeout < 0 || c.IntakeTimeout < 0 || c.ConnMaxLifetime < 0 {
-		errs = append(errs, errors.New("dial_timeout, intake_timeout, conn_max_lifetime: must not be negative"))
+	if c.DialTimeout < 0 || c.IntakeTimeout < 0 || c.ConnMaxLifetime < 0 || c.LockWaitTimeout < 0 {
+		errs = append(errs, errors.New("dial_timeout, intake_timeout, conn_max_lifetime, lock_wait_timeout: must not be negative"))
 	}
 	if c.GroupCommitWriters < 1 || c.GroupCommitMaxBatch < 1 {
 		errs = append(errs, errors.New("group_commit_writers, group_commit_max_batch: must be at least 1"))

@@ -40,7 +40,7 @@ func translate(err error) error {
 	if errors.Is(err, gorm.ErrRecordNotFound) || errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
-	if IsUnavailable(err) {
+	if connectionFailure(err) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if isLockNotAvailable(err) {
@@ -49,11 +49,36 @@ func translate(err error) error {
 	return err
 }
 
-// IsUnavailable reports whether err means MySQL could not be reached or did
-// not answer in time, as opposed to refusing the statement.
+// DBError marks an error of a statement run on callgate's own database
+// connection, through the store's pool: the store's own operations and
+// the statements a handler runs on the transaction it is given
+// (Tx.Gorm). Only such an error can say that callgate's database is
+// unavailable; a handler's other errors (an HTTP call to a service that is
+// down, its own deadline) are the handler's, whatever they wrap.
+type DBError struct{ Err error }
+
+func (e *DBError) Error() string { return e.Err.Error() }
+func (e *DBError) Unwrap() error { return e.Err }
+
+// IsUnavailable reports whether err says that callgate's own database
+// could not be reached or did not answer in time (refused, reset, gone
+// away, read only, its own pool's deadline), as opposed to refusing a
+// statement: ErrUnavailable from a store operation, or a connection
+// failure of a statement on the store's connection (DBError). A network
+// error or a deadline that did not come from that connection is not.
 func IsUnavailable(err error) bool {
-	if errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone) {
+	if errors.Is(err, ErrUnavailable) {
+		return true
+	}
+	var de *DBError
+	return errors.As(err, &de) && connectionFailure(de.Err)
+}
+
+// connectionFailure reports a driver error that means the connection, or
+// the server, failed: what translate turns into ErrUnavailable.
+func connectionFailure(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) ||
+		errors.Is(err, sql.ErrConnDone) {
 		return true
 	}
 	var netErr net.Error
@@ -62,9 +87,11 @@ func IsUnavailable(err error) bool {
 	}
 	var myErr *mysql.MySQLError
 	if errors.As(err, &myErr) {
-		// Server shutting down, too many connections, server gone.
+		// Too many connections, server shutting down, can't connect,
+		// server gone away, lost connection, the server is read only
+		// (a replica, or a primary being switched), connection killed.
 		switch myErr.Number {
-		case 1040, 1053, 2002, 2003, 2006, 2013, 1927:
+		case 1040, 1053, 2002, 2003, 2006, 2013, 1927, 1290, 1836:
 			return true
 		}
 	}
@@ -103,7 +130,7 @@ func IsDeadlock(err error) bool {
 // statement cannot be trusted: the server may have closed it (a packet it
 // refused, a lost connection) or the call was cut off mid-way.
 func brokenConn(err error) bool {
-	if IsUnavailable(err) || errors.Is(err, context.Canceled) || errors.Is(err, mysql.ErrPktTooLarge) {
+	if connectionFailure(err) || errors.Is(err, context.Canceled) || errors.Is(err, mysql.ErrPktTooLarge) {
 		return true
 	}
 	var myErr *mysql.MySQLError

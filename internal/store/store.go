@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,7 +82,7 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid mysql.dsn: %w", err)
 	}
-	sqlDB := sql.OpenDB(readCommitted{connector})
+	sqlDB := sql.OpenDB(session{Connector: connector, lockWait: cfg.LockWaitTimeout})
 	db, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: sqlDB, SkipInitializeWithVersion: true}), &gorm.Config{
 		Logger:                 logger.Discard,
 		SkipDefaultTransaction: true,
@@ -92,11 +93,41 @@ func Open(cfg Config) (*Store, error) {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("error opening database: %w", err)
 	}
+	if err := markErrors(db); err != nil {
+		_ = sqlDB.Close()
+		return nil, err
+	}
 	sqlDB.SetMaxOpenConns(cfg.MaxOpenConns)
 	sqlDB.SetMaxIdleConns(cfg.MaxIdleConns)
 	sqlDB.SetConnMaxLifetime(cfg.ConnMaxLifetime)
 	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 	return &Store{db: db, sql: sqlDB}, nil
+}
+
+// markErrors wraps the error of every statement run through db in a
+// DBError, so that a connection failure of callgate's own database is told
+// apart from a handler's own errors (IsUnavailable).
+func markErrors(db *gorm.DB) error {
+	mark := func(g *gorm.DB) {
+		var de *DBError
+		if g.Error != nil && !errors.As(g.Error, &de) {
+			g.Error = &DBError{Err: g.Error}
+		}
+	}
+	cb := db.Callback()
+	for _, err := range []error{
+		cb.Create().After("*").Register("callgate:mark_errors", mark),
+		cb.Query().After("*").Register("callgate:mark_errors", mark),
+		cb.Update().After("*").Register("callgate:mark_errors", mark),
+		cb.Delete().After("*").Register("callgate:mark_errors", mark),
+		cb.Row().After("*").Register("callgate:mark_errors", mark),
+		cb.Raw().After("*").Register("callgate:mark_errors", mark),
+	} {
+		if err != nil {
+			return fmt.Errorf("error registering the error marker: %w", err)
+		}
+	}
+	return nil
 }
 
 // SetDriverLogger sends go-sql-driver's own messages (bad idle connections
@@ -258,6 +289,91 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	return translate(err) // BEGIN or COMMIT failed
 }
 
+// killWait bounds how long InTxBounded waits for the server to let a
+// killed transaction go.
+const killWait = 5 * time.Second
+
+// InTxBounded is InTx for a transaction bounded by ctx (the worker's, with
+// its deadline). Cancelling a context only closes the client's side: a
+// server thread in a lock wait, or in a long statement, keeps its
+// transaction and its locks until it notices, and a handler that ignores
+// its context goes on while database/sql rolls its transaction back. So
+// the moment ctx ends before the transaction does, InTxBounded ends it on
+// the server (KILL CONNECTION of its thread, waiting until the server no
+// longer lists it, at most killWait) and then calls expired (if not nil),
+// while fn may still run: what the caller records then, nothing else has
+// claimed the rows in between. The connection never goes back to the pool
+// after that, nor after it broke.
+func (s *Store) InTxBounded(ctx context.Context, fn func(tx *Tx) error, expired func()) error {
+	var fnErr, txErr error
+	err := s.db.WithContext(ctx).Connection(func(g *gorm.DB) error {
+		conn, ok := g.Statement.ConnPool.(*sql.Conn)
+		if !ok {
+			return errors.New("store: no pinned connection")
+		}
+		var id int64
+		_ = conn.Raw(func(dc any) error {
+			if sc, ok := dc.(*sessionConn); ok {
+				id = sc.id
+			}
+			return nil
+		})
+		watched := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			defer close(watched)
+			s.killThread(id)
+			if expired != nil {
+				expired()
+			}
+		})
+		txErr = g.Transaction(func(tg *gorm.DB) error {
+			fnErr = fn(&Tx{g: tg})
+			return fnErr
+		})
+		if !stop() {
+			<-watched // ctx ended: the thread is killed, expired has run
+		}
+		if ctx.Err() != nil || (txErr != nil && brokenConn(txErr)) {
+			// The connection may be mid-statement or closed: never back to
+			// the pool, and its server thread ended before we go on.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			s.killThread(id)
+		}
+		return nil
+	})
+	if err != nil {
+		return translate(err) // no connection
+	}
+	if txErr == nil || (fnErr != nil && errors.Is(txErr, fnErr)) {
+		return txErr
+	}
+	return translate(txErr) // BEGIN or COMMIT failed
+}
+
+// killThread ends the server thread id (and so its transaction, rolled
+// back) and waits until the server no longer lists it, up to killWait.
+// Best effort: when the server cannot be reached, neither can the thread's
+// locks be taken by anyone.
+func (s *Store) killThread(id int64) {
+	if id == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), killWait)
+	defer cancel()
+	// 1094 (unknown thread): it ended already.
+	_, _ = s.sql.ExecContext(ctx, "KILL CONNECTION "+strconv.FormatInt(id, 10))
+	for ctx.Err() == nil {
+		var n int
+		if err := s.sql.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?`, id).Scan(&n); err != nil || n == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // q is the connection an operation runs on: tx's when it is given, the
 // pool's otherwise.
 func (s *Store) q(ctx context.Context, tx *Tx) *gorm.DB {
@@ -267,25 +383,97 @@ func (s *Store) q(ctx context.Context, tx *Tx) *gorm.DB {
 	return s.db.WithContext(ctx)
 }
 
-// readCommitted sets every new connection's session to READ COMMITTED, so
-// that no transaction pays a SET TRANSACTION statement of its own (the
-// statement works on MariaDB and MySQL alike, unlike the variable's name).
-type readCommitted struct{ driver.Connector }
+// session prepares every new connection: READ COMMITTED, so that no
+// transaction pays a SET TRANSACTION statement of its own (the statement
+// works on MariaDB and MySQL alike, unlike the variable's name), the
+// configured innodb_lock_wait_timeout, and the server's id of the
+// connection, kept with it so that a transaction whose deadline passed can
+// be ended on the server (see InTxBounded).
+type session struct {
+	driver.Connector
+	lockWait time.Duration // 0: the server's
+}
 
 // Connect implements driver.Connector.
-func (c readCommitted) Connect(ctx context.Context) (driver.Conn, error) {
+func (c session) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.Connector.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ex, ok := conn.(driver.ExecerContext)
-	if !ok {
+	fail := func(what string, err error) (driver.Conn, error) {
 		_ = conn.Close()
-		return nil, errors.New("mysql driver connection cannot execute statements")
+		return nil, fmt.Errorf("error %s: %w", what, err)
+	}
+	ex, ok := conn.(driver.ExecerContext)
+	qu, ok2 := conn.(driver.QueryerContext)
+	if !ok || !ok2 {
+		return fail("preparing the session", errors.New("mysql driver connection cannot execute statements"))
 	}
 	if _, err := ex.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", nil); err != nil {
-		_ = conn.Close()
-		return nil, fmt.Errorf("error setting the session's isolation level: %w", err)
+		return fail("setting the session's isolation level", err)
 	}
-	return conn, nil
+	if c.lockWait > 0 {
+		stmt := fmt.Sprintf("SET SESSION innodb_lock_wait_timeout = %d", max(1, int(c.lockWait/time.Second)))
+		if _, err := ex.ExecContext(ctx, stmt, nil); err != nil {
+			return fail("setting the session's lock wait timeout", err)
+		}
+	}
+	rows, err := qu.QueryContext(ctx, "SELECT CONNECTION_ID()", nil)
+	if err != nil {
+		return fail("reading the connection id", err)
+	}
+	vals := make([]driver.Value, 1)
+	err = rows.Next(vals)
+	_ = rows.Close()
+	if err != nil {
+		return fail("reading the connection id", err)
+	}
+	id, _ := vals[0].(int64)
+	return &sessionConn{Conn: conn, id: id}, nil
+}
+
+// sessionConn is a driver connection that knows its id on the server. It
+// passes every optional interface of the driver's connection through.
+type sessionConn struct {
+	driver.Conn
+	id int64
+}
+
+var (
+	_ driver.ConnBeginTx        = (*sessionConn)(nil)
+	_ driver.ConnPrepareContext = (*sessionConn)(nil)
+	_ driver.ExecerContext      = (*sessionConn)(nil)
+	_ driver.QueryerContext     = (*sessionConn)(nil)
+	_ driver.Pinger             = (*sessionConn)(nil)
+	_ driver.SessionResetter    = (*sessionConn)(nil)
+	_ driver.Validator          = (*sessionConn)(nil)
+	_ driver.NamedValueChecker  = (*sessionConn)(nil)
+)
+
+func (c *sessionConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	return c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+}
+
+func (c *sessionConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	return c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
+}
+
+func (c *sessionConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	return c.Conn.(driver.ExecerContext).ExecContext(ctx, query, args)
+}
+
+func (c *sessionConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	return c.Conn.(driver.QueryerContext).QueryContext(ctx, query, args)
+}
+
+func (c *sessionConn) Ping(ctx context.Context) error { return c.Conn.(driver.Pinger).Ping(ctx) }
+
+func (c *sessionConn) ResetSession(ctx context.Context) error {
+	return c.Conn.(driver.SessionResetter).ResetSession(ctx)
+}
+
+func (c *sessionConn) IsValid() bool { return c.Conn.(driver.Validator).IsValid() }
+
+func (c *sessionConn) CheckNamedValue(nv *driver.NamedValue) error {
+	return c.Conn.(driver.NamedValueChecker).CheckNamedValue(nv)
 }

@@ -87,12 +87,32 @@ func CreateOrders(t testing.TB, cfg *config.Config, prefix string, n int) []stri
 	return codes
 }
 
-// Publish puts a raw announcement on a kind's queue, as the gateway would.
+// Publish puts a raw announcement on a kind's queue, as the gateway would,
+// once the queue exists: straight to the queue (the default exchange), so
+// that a worker just started, which may have declared the queue but not
+// bound it yet, loses nothing.
 func Publish(t testing.TB, cfg *config.Config, kind string, body string) {
 	t.Helper()
 	q := OpenQueue(t, cfg.AMQP.Prefix+"."+kind)
-	err := q.Channel().Publish(cfg.AMQP.Prefix+".callbacks", kind, false, false, amqp.Publishing{
+	require.Eventually(t, func() bool { return q.Depth() >= 0 }, 10*time.Second, 20*time.Millisecond,
+		"queue %s was never declared", q.name)
+	err := q.Channel().Publish("", q.name, false, false, amqp.Publishing{
 		ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: []byte(body),
 	})
 	require.NoError(t, err)
+}
+
+// EachBatchSize runs test with the worker processing one callback per
+// transaction (batchSize 1: set worker.batch_size to it) and with the
+// shipped batch size (batchSize 0: leave the setting alone): the worker's
+// guarantees hold in both settings.
+func EachBatchSize(t *testing.T, test func(t *testing.T, batchSize int)) {
+	t.Helper()
+	for _, bs := range []int{1, 0} {
+		name := "batch_size=1"
+		if bs == 0 {
+			name = "batch_size=default"
+		}
+		t.Run(name, func(t *testing.T) { test(t, bs) })
+	}
 }

@@ -45,7 +45,8 @@ func (e *batchAbort) Unwrap() error { return e.err }
 type batchRun struct {
 	succeeded []callback.Log // committed SUCCESS, in id order
 	deferred  []callback.Log // an earlier callback of their key, or the key's lock, is elsewhere
-	terminal  []callback.Log // settled already (a redelivery)
+	held      []int64        // another transaction holds the row, or the key: run again later
+	skipped   []callback.Log // settled already (a redelivery), or not due (in its backoff)
 	rows      []outbox.Row   // every outbox row the batch wrote
 	started   time.Time
 }
@@ -93,7 +94,7 @@ func (p *Processor) processChunk(workCtx context.Context, ids []int64, out map[i
 		return
 	}
 	var abort *batchAbort
-	if !errors.As(err, &abort) && store.IsUnavailable(err) {
+	if !errors.As(err, &abort) && store.IsUnavailable(err) && !errors.Is(err, context.DeadlineExceeded) {
 		p.Log.WarnContext(workCtx, "worker: database unavailable, batch requeued", "callbacks", len(ids), "error", err)
 		for _, id := range ids {
 			out[id] = Requeue
@@ -111,18 +112,23 @@ func (p *Processor) processChunk(workCtx context.Context, ids []int64, out map[i
 	}
 }
 
-// runBatch is the batch's transaction.
+// runBatch is the batch's transaction. The deadline is per callback: the
+// transaction gets HandlerTimeout for each callback it holds (each
+// handler call its own share, see runHandler and runBatchHandler), so a
+// batch of slow but healthy handlers commits; when it passes, the
+// transaction is ended on the server too (Store.InTxBounded).
 func (p *Processor) runBatch(workCtx context.Context, ids []int64) (*batchRun, error) {
 	p.Metrics.BatchSizes.Observe(float64(len(ids)))
 	r := &batchRun{started: time.Now().UTC()}
-	txCtx, cancel := context.WithTimeout(workCtx, p.HandlerTimeout)
+	txCtx, cancel := context.WithTimeout(workCtx, p.HandlerTimeout*time.Duration(len(ids)))
 	defer cancel()
-	err := p.Store.InTx(txCtx, func(tx *store.Tx) error {
+	err := p.Store.InTxBounded(txCtx, func(tx *store.Tx) error {
 		*r = batchRun{started: r.started}
-		claimed, err := p.Store.ClaimCallbacksTx(txCtx, tx, ids)
+		claimed, held, err := p.Store.ClaimCallbacksTx(txCtx, tx, ids)
 		if err != nil {
 			return err
 		}
+		r.held = held
 		runnable, err := p.claimBatch(txCtx, tx, claimed, r)
 		if err != nil {
 			return err
@@ -152,7 +158,7 @@ func (p *Processor) runBatch(workCtx context.Context, ids []int64) (*batchRun, e
 		}
 		r.succeeded = runnable
 		return nil
-	})
+	}, nil) // past its deadline the batch runs one by one, each with its own
 	return r, err
 }
 
@@ -162,15 +168,18 @@ func (p *Processor) runBatch(workCtx context.Context, ids []int64) (*batchRun, e
 // order of its PENDING ids, one after the other, while this transaction
 // holds the key's callback_key row; of the batch's callbacks of a key, those
 // that follow the key's earliest PENDING callback without a gap run, the
-// others wait (an earlier one is elsewhere, or another transaction holds
-// the key) and are woken when their turn comes.
+// others wait: behind an earlier one that is elsewhere, woken when their
+// turn comes; or, when another transaction holds the key, run again after
+// a pause.
 func (p *Processor) claimBatch(ctx context.Context, tx *store.Tx, claimed []callback.Log, r *batchRun) ([]callback.Log, error) {
 	var keys []store.Key
 	byKey := map[store.Key][]int64{}
 	var maxID int64
+	now := time.Now()
+	skip := func(cb *callback.Log) bool { return cb.Status.Terminal() || !cb.Due(now) }
 	for _, cb := range claimed {
-		if cb.Status.Terminal() {
-			r.terminal = append(r.terminal, cb)
+		if skip(&cb) {
+			r.skipped = append(r.skipped, cb)
 			continue
 		}
 		k := store.KeyOf(&cb)
@@ -206,8 +215,10 @@ func (p *Processor) claimBatch(ctx context.Context, tx *store.Tx, claimed []call
 	var runnable []callback.Log
 	for _, cb := range claimed {
 		switch {
-		case cb.Status.Terminal():
-		case turn[cb.ID] && !busy[store.KeyOf(&cb)]:
+		case skip(&cb):
+		case turn[cb.ID] && busy[store.KeyOf(&cb)]:
+			r.held = append(r.held, cb.ID) // runs again after a pause, see errKeyBusy
+		case turn[cb.ID]:
 			runnable = append(runnable, cb)
 		default:
 			r.deferred = append(r.deferred, cb)
@@ -271,7 +282,12 @@ func (p *Processor) runBatchHandler(txCtx context.Context, tx *store.Tx, h callb
 		writers[j] = outbox.NewWriter(p.Store, tx, p.Exchange, cb, tracing.TraceParent(spanCtx), started)
 		outs[j] = writers[j]
 	}
-	errs := safeHandleBatch(txCtx, h, tx, cbs, outs)
+	// The call's share of the batch's deadline: HandlerTimeout for each
+	// of its callbacks.
+	budget := p.HandlerTimeout * time.Duration(len(idx))
+	handlerCtx, cancel := context.WithTimeout(txCtx, budget)
+	defer cancel()
+	errs := safeHandleBatch(handlerCtx, h, tx, cbs, outs)
 	for j, i := range idx {
 		note, err := noteOf(errs[j])
 		if err != nil {
@@ -279,8 +295,8 @@ func (p *Processor) runBatchHandler(txCtx context.Context, tx *store.Tx, h callb
 		}
 		notes[i], rows[i] = note, writers[j].Rows()
 	}
-	if err := txCtx.Err(); err != nil {
-		return &batchAbort{logID: runnable[idx[0]].ID, err: fmt.Errorf("handlers timed out after %s: %w", p.HandlerTimeout, err)}
+	if err := handlerCtx.Err(); err != nil {
+		return &batchAbort{logID: runnable[idx[0]].ID, err: fmt.Errorf("handlers timed out after %s: %w", budget, err)}
 	}
 	return nil
 }
@@ -338,6 +354,7 @@ func (p *Processor) settleBatch(workCtx context.Context, r *batchRun, out map[in
 		ids := make([]int64, len(r.deferred))
 		for i := range r.deferred {
 			ids[i] = r.deferred[i].ID
+			p.Log.Debug("worker: callback deferred behind its key", "log_id", ids[i])
 			p.Metrics.Processed.WithLabelValues(r.deferred[i].Kind, "deferred").Inc()
 			out[ids[i]] = Ack
 		}
@@ -347,9 +364,12 @@ func (p *Processor) settleBatch(workCtx context.Context, r *batchRun, out map[in
 		}
 		cancel()
 	}
-	for _, cb := range r.terminal {
+	for _, cb := range r.skipped {
 		p.Metrics.Processed.WithLabelValues(cb.Kind, "skipped").Inc()
 		out[cb.ID] = Ack
+	}
+	for _, id := range r.held {
+		out[id] = Requeue // announced again, alone, after a pause
 	}
 	for _, cb := range r.succeeded {
 		if p.Hooks.BeforeAck != nil {
@@ -371,6 +391,9 @@ func (p *Processor) wakeKeys(ctx context.Context, keys []store.Key) {
 	if err != nil {
 		p.Log.Warn("worker: could not look for the next callbacks of the batch's keys", "keys", len(keys), "error", err)
 		return
+	}
+	for _, cb := range next {
+		p.Log.Debug("worker: waking the next callback of a key", "log_id", cb.ID)
 	}
 	announceByKind(p.Announcer, next)
 }

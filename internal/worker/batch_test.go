@@ -22,6 +22,14 @@ import (
 	"callgate/internal/worker"
 )
 
+// inAMinute is the next_attempt_at the gateway gives a new callback (the
+// compensation job's safety net), so that only the test's announcement
+// delivers it.
+func inAMinute() *time.Time {
+	t := time.Now().UTC().Add(time.Minute)
+	return &t
+}
+
 // storeCallbacks stores n payment callbacks for n new orders (each its own
 // key) without announcing them, and returns their ids.
 func storeCallbacks(t *testing.T, cfg *config.Config, st *testenv.TestStore, tag string, n int) []int64 {
@@ -31,7 +39,7 @@ func storeCallbacks(t *testing.T, cfg *config.Config, st *testenv.TestStore, tag
 	for i, order := range orders {
 		res, err := st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: fmt.Sprintf("%s-%d", tag, i),
 			BusinessKey: order, Payload: testenv.PaymentBody(order, fmt.Sprintf("PAY-%s-%d", tag, i), int64(1000+i)),
-			TraceID: fmt.Sprintf("%032x", i+1), ReceivedAt: time.Now()})
+			TraceID: fmt.Sprintf("%032x", i+1), ReceivedAt: time.Now(), NextAttemptAt: inAMinute()})
 		require.NoError(t, err)
 		ids[i] = res.ID
 	}
@@ -131,7 +139,7 @@ func storeBodies(t *testing.T, st *testenv.TestStore, tag string, keys []string,
 	ids := make([]int64, len(bodies))
 	for i, body := range bodies {
 		res, err := st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: fmt.Sprintf("%s-%d", tag, i),
-			BusinessKey: keys[i], Payload: []byte(body), TraceID: fmt.Sprintf("%032x", i+1), ReceivedAt: time.Now()})
+			BusinessKey: keys[i], Payload: []byte(body), TraceID: fmt.Sprintf("%032x", i+1), ReceivedAt: time.Now(), NextAttemptAt: inAMinute()})
 		require.NoError(t, err)
 		ids[i] = res.ID
 	}

@@ -20,7 +20,10 @@ import (
 type Config struct {
 	// ID names this worker in callback_attempt rows. Default: hostname-pid.
 	ID string `yaml:"id"`
-	// HandlerTimeout bounds one callback's transaction. Default 30s.
+	// HandlerTimeout bounds one callback's handler; a batch's transaction
+	// gets it once per callback it holds. When it passes, the transaction
+	// is ended on the server too before anything else claims its rows.
+	// Default 30s.
 	HandlerTimeout time.Duration `yaml:"handler_timeout"`
 	// ShutdownTimeout bounds how long in-flight callbacks may finish after
 	// SIGTERM. Default 20s.
@@ -62,6 +65,14 @@ const (
 	BatchSizeDefault       = 64
 	BatchSizeLimit         = 1000
 )
+
+// LockWaitFor is the worker's innodb_lock_wait_timeout for a handler
+// timeout: half of it, in whole seconds, between 1 and the server's
+// default 50, so a lock wait ends on the server (contention, run again
+// without an attempt) before the callback's deadline (a failed attempt).
+func LockWaitFor(handlerTimeout time.Duration) time.Duration {
+	return min(max(handlerTimeout/2, time.Second), 50*time.Second).Truncate(time.Second)
+}
 
 // WithDefaults returns a copy with every unset field at its default.
 func (c Config) WithDefaults() Config {

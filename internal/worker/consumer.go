@@ -156,8 +156,14 @@ func announcedCount(body []byte) int {
 }
 
 // handle processes the callbacks of a batch of deliveries and settles each
-// delivery: acked when all its callbacks are done for now, back to the
-// broker (after a pause) when one of them could not be recorded.
+// delivery, each callback on its own: a delivery whose callbacks are all
+// done for now is acked; one whose callbacks could none be recorded (the
+// database away, a stopping worker) goes back to the broker after a pause;
+// one with some of each is acked and only the callbacks that must run
+// again are announced again (after the pause), so their message-mates are
+// not delivered again. (A mate that did come again would be skipped: a
+// settled callback is terminal, a retrying one not due before its
+// backoff.)
 func (c *consumer) handle(ctx context.Context, batch []amqp.Delivery) {
 	perDelivery := make([][]int64, len(batch))
 	var all []int64
@@ -177,30 +183,44 @@ func (c *consumer) handle(ctx context.Context, batch []amqp.Delivery) {
 		return
 	}
 	results := c.proc.ProcessBatch(ctx, all)
-	requeue := false
-	for i, d := range batch {
-		if perDelivery[i] == nil {
-			continue
-		}
-		ok := true
-		for _, id := range perDelivery[i] {
-			ok = ok && results[id] == Ack
-		}
-		if ok {
-			if err := d.Ack(false); err != nil {
-				// The channel is gone; the broker redelivers and
-				// idempotency absorbs it.
-				c.logger.Debug("worker: ack failed", "log_ids", len(perDelivery[i]), "error", err)
-			}
-			continue
-		}
-		if !requeue {
-			requeue = true
+	paused := false
+	pause := func() {
+		if !paused {
+			paused = true
 			select {
 			case <-time.After(requeuePause):
 			case <-ctx.Done():
 			}
 		}
-		_ = d.Nack(false, true)
+	}
+	for i, d := range batch {
+		if perDelivery[i] == nil {
+			continue
+		}
+		var again []int64
+		for _, id := range perDelivery[i] {
+			if results[id] != Ack {
+				again = append(again, id)
+			}
+		}
+		switch {
+		case len(again) == len(perDelivery[i]):
+			pause()
+			_ = d.Nack(false, true)
+			continue
+		case len(again) > 0:
+			pause()
+			if !c.proc.Announcer.Announce(broker.Announcement{LogIDs: again, Kind: c.kind}) {
+				// Not taken (a stopping worker): the whole message goes
+				// back; its settled mates will be skipped.
+				_ = d.Nack(false, true)
+				continue
+			}
+		}
+		if err := d.Ack(false); err != nil {
+			// The channel is gone; the broker redelivers and idempotency
+			// absorbs it.
+			c.logger.Debug("worker: ack failed", "log_ids", len(perDelivery[i]), "error", err)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"callgate/internal/broker"
@@ -79,6 +80,16 @@ type Hooks struct {
 var (
 	errTerminal = errors.New("callback already terminal")
 	errDeferred = errors.New("an earlier callback of the same key is not finished")
+	// errKeyBusy: another transaction holds the key now (its callback of
+	// the key is running, or a batch holding it is rolling back): the
+	// callback tries again after a pause, rather than wait for a wake-up
+	// that a holder which rolls back would never send.
+	errKeyBusy = errors.New("another transaction holds the key")
+	// errNotDue: the callback's last attempt failed and its backoff has
+	// not ended; whatever delivered its id now (a message redelivered with
+	// its mates, a key's wake-up), the compensation job announces it when
+	// it is due.
+	errNotDue = errors.New("callback not due: its backoff has not ended")
 )
 
 // Prompt retries of a transaction that met contention.
@@ -97,6 +108,22 @@ type run struct {
 	handleErr error // what the handler returned (or its panic)
 	err       error // what ended the transaction (handleErr or our own)
 	timedOut  bool  // the transaction outlived HandlerTimeout
+	// failed is the handler's failed attempt, recorded in the
+	// transaction (which committed it) once the handler's changes were
+	// rolled back to the savepoint before it.
+	failed *store.Failure
+	// expired is what the deadline's watchdog did, when the transaction
+	// outlived HandlerTimeout.
+	expired expiry
+}
+
+// expiry is the timed-out attempt the watchdog recorded the moment the
+// deadline passed (the transaction ended on the server first), while the
+// handler may still have been running.
+type expiry struct {
+	failure *store.Failure // recorded
+	stale   bool           // a row says the callback was settled meanwhile
+	err     error          // could not be recorded
 }
 
 // Process handles one log id in a transaction of its own (batch_size 1,
@@ -116,7 +143,10 @@ func (p *Processor) Process(workCtx context.Context, logID int64) Result {
 	for try := 0; ; try++ {
 		started = time.Now().UTC()
 		r = p.runOnce(workCtx, logID, started)
-		if r.timedOut || workCtx.Err() != nil || !store.IsTransient(r.err) || try == contentionRetries {
+		// A claim that could not read the row (another transaction holds
+		// it: a duplicate delivery at work) is not run again here: the
+		// callback runs again later, alone, and its mates go on.
+		if r.timedOut || workCtx.Err() != nil || !store.IsTransient(r.err) || r.cb.ID == 0 || try == contentionRetries {
 			break
 		}
 		// Contention with another transaction (deadlock, lock wait
@@ -138,7 +168,35 @@ func (p *Processor) runOnce(workCtx context.Context, logID int64, started time.T
 	var r run
 	txCtx, cancel := context.WithTimeout(workCtx, p.HandlerTimeout)
 	defer cancel()
-	r.err = p.Store.InTx(txCtx, func(tx *store.Tx) error {
+	var mu sync.Mutex // claimed and r.expired, shared with the watchdog
+	var claimed *callback.Log
+	// The watchdog: the moment the deadline passes, the transaction is
+	// ended on the server and the attempt recorded as timed out, before
+	// anything else can claim the row, even while a handler that ignores
+	// its context still runs.
+	expired := func() {
+		mu.Lock()
+		cb := claimed
+		mu.Unlock()
+		if cb == nil || workCtx.Err() != nil || !errors.Is(txCtx.Err(), context.DeadlineExceeded) {
+			return // not claimed yet (nothing known to record), or a stopping worker
+		}
+		f := p.failure(cb, started, fmt.Errorf("handler timed out after %s", p.HandlerTimeout))
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(workCtx), 10*time.Second)
+		defer cancel()
+		stale, err := p.Store.RecordFailure(wctx, f)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			r.expired.err = err
+		case stale:
+			r.expired.stale = true
+		default:
+			r.expired.failure = &f
+		}
+	}
+	err := p.Store.InTxBounded(txCtx, func(tx *store.Tx) error {
 		cb, err := p.claim(txCtx, tx, logID)
 		if cb != nil {
 			r.cb = *cb
@@ -146,6 +204,9 @@ func (p *Processor) runOnce(workCtx context.Context, logID int64, started time.T
 		if err != nil {
 			return err
 		}
+		mu.Lock()
+		claimed = &r.cb
+		mu.Unlock()
 		h, ok := p.Registry.Handler(cb.Kind)
 		if !ok {
 			r.handleErr = callback.Permanentf("no handler for kind %q", cb.Kind)
@@ -155,9 +216,26 @@ func (p *Processor) runOnce(workCtx context.Context, logID int64, started time.T
 		handlerCtx, end := p.Tracing.StartFromTraceParent(txCtx, traceParentOf(cb), "callgate.process")
 		defer end()
 		w := outbox.NewWriter(p.Store, tx, p.Exchange, cb, tracing.TraceParent(handlerCtx), started)
+		// The handler's changes can be undone without letting the row
+		// go: a failed attempt is recorded in this transaction, so no
+		// other delivery of the callback runs between the two.
+		if err := p.Store.SavepointTx(txCtx, tx); err != nil {
+			return err
+		}
 		var note *string
 		if note, r.handleErr = safeHandle(handlerCtx, h, tx, cb, w); r.handleErr != nil {
-			return r.handleErr
+			if !isAttempt(r.handleErr) || txCtx.Err() != nil {
+				return r.handleErr // rolled back whole; settle decides
+			}
+			if err := p.Store.RollbackToSavepointTx(txCtx, tx); err != nil {
+				return r.handleErr
+			}
+			f := p.failure(cb, started, r.handleErr)
+			if err := p.Store.RecordFailureTx(txCtx, tx, f); err != nil {
+				return err
+			}
+			r.failed = &f
+			return nil
 		}
 		if err := w.Flush(txCtx); err != nil {
 			return err
@@ -168,7 +246,10 @@ func (p *Processor) runOnce(workCtx context.Context, logID int64, started time.T
 		}
 		r.rows = w.Rows()
 		return nil
-	})
+	}, expired)
+	mu.Lock()
+	defer mu.Unlock()
+	r.err = err
 	// The deadline, not the error, says whether the handler outlived its
 	// time: a handler that ignores its context returns nil and the commit
 	// fails instead.
@@ -178,22 +259,29 @@ func (p *Processor) runOnce(workCtx context.Context, logID int64, started time.T
 
 // claim locks the callback's row and checks that it may run now.
 //
+// A callback whose last attempt failed does not run before its backoff
+// ends (retry_after), whatever delivered its id.
+//
 // Per-key ordering, across any number of workers:
 //  1. only the earliest PENDING callback of a key runs: a later one is
 //     deferred, and woken when the earlier one settles;
 //  2. the key's callback_key row is locked (NOWAIT) for the whole
 //     transaction, so two callbacks of one key never run at once (e.g.
 //     when their inserts committed out of id order); a callback that finds
-//     the key busy is deferred and woken by the holder.
+//     the key busy runs again after a pause (the holder may roll back
+//     rather than settle and wake it).
 //
 // A deferral costs no worker slot, so a slow key never holds up another.
 func (p *Processor) claim(ctx context.Context, tx *store.Tx, logID int64) (*callback.Log, error) {
-	cb, err := p.Store.ClaimCallbackTx(ctx, tx, logID, true)
+	cb, err := p.Store.TryClaimCallbackTx(ctx, tx, logID)
 	if err != nil {
 		return nil, err
 	}
 	if cb.Status.Terminal() {
 		return cb, errTerminal
+	}
+	if !cb.Due(time.Now()) {
+		return cb, errNotDue
 	}
 	if earlier, err := p.Store.EarlierPendingTx(ctx, tx, cb); err != nil {
 		return cb, err
@@ -203,7 +291,7 @@ func (p *Processor) claim(ctx context.Context, tx *store.Tx, logID int64) (*call
 	if busy, err := p.Store.LockKeyTx(ctx, tx, cb.Kind, cb.BusinessKey); err != nil {
 		return cb, err
 	} else if busy {
-		return cb, errDeferred
+		return cb, errKeyBusy
 	}
 	return cb, nil
 }
@@ -218,6 +306,9 @@ func (p *Processor) settle(workCtx context.Context, logID int64, r *run, started
 		logCtx = tracing.FromTraceParent(workCtx, traceParentOf(cb))
 	}
 	switch {
+	case r.err == nil && r.failed != nil:
+		p.afterFailure(workCtx, logCtx, cb, started, r.failed)
+		return Ack
 	case r.err == nil:
 		if p.Hooks.AfterCommit != nil {
 			p.Hooks.AfterCommit(logID)
@@ -241,21 +332,44 @@ func (p *Processor) settle(workCtx context.Context, logID int64, r *run, started
 		logger.DebugContext(logCtx, "worker: callback already settled", "status", cb.Status)
 		p.Metrics.Processed.WithLabelValues(cb.Kind, "skipped").Inc()
 		return Ack
+	case errors.Is(r.err, errNotDue):
+		logger.DebugContext(logCtx, "worker: callback not due yet, left to its backoff", "retry_after", cb.RetryAfter)
+		p.Metrics.Processed.WithLabelValues(cb.Kind, "skipped").Inc()
+		return Ack
 	case errors.Is(r.err, errDeferred):
+		logger.DebugContext(logCtx, "worker: callback deferred behind an earlier one of its key")
 		p.deferCallback(workCtx, cb)
 		p.Metrics.Processed.WithLabelValues(cb.Kind, "deferred").Inc()
 		return Ack
+	case errors.Is(r.err, errKeyBusy):
+		logger.DebugContext(logCtx, "worker: key busy, callback runs again after a pause")
+		p.Metrics.Processed.WithLabelValues(cb.Kind, "deferred").Inc()
+		return Requeue
 	case workCtx.Err() != nil:
 		// A stopping worker gave up on this callback: it was not the
 		// callback's fault, nothing is recorded, the message goes back.
 		logger.InfoContext(logCtx, "worker: callback interrupted by shutdown, message returned", "error", r.err)
 		return Requeue
+	case cb.ID == 0 && (r.timedOut || store.IsTransient(r.err)):
+		// The claim could not read the row before its deadline or the
+		// server's lock wait ended (another transaction held it):
+		// nothing is known of the callback, so nothing is recorded, and
+		// it alone runs again.
+		logger.InfoContext(logCtx, "worker: claim waited for another transaction, callback runs again", "error", r.err)
+		return Requeue
 	case r.timedOut:
-		cause := fmt.Errorf("handler timed out after %s", p.HandlerTimeout)
-		if r.handleErr != nil && !errors.Is(r.handleErr, context.DeadlineExceeded) {
-			cause = fmt.Errorf("%w: %w", cause, r.handleErr)
+		// The watchdog recorded the attempt when the deadline passed.
+		switch e := r.expired; {
+		case e.failure != nil:
+			p.afterFailure(workCtx, logCtx, cb, started, e.failure)
+			return Ack
+		case e.stale:
+			logger.InfoContext(logCtx, "worker: callback settled by another delivery meanwhile")
+			return Ack
+		default:
+			logger.WarnContext(logCtx, "worker: could not record the timed-out attempt, callback runs again", "error", e.err)
+			return Requeue
 		}
-		return p.recordFailure(workCtx, logCtx, cb, started, cause)
 	}
 	cause := r.handleErr
 	if cause == nil {
@@ -271,11 +385,18 @@ func (p *Processor) settle(workCtx context.Context, logID int64, r *run, started
 	return p.recordFailure(workCtx, logCtx, cb, started, cause)
 }
 
-// recordFailure writes the failed attempt in its own short transaction:
-// FAILED at once for a permanent error or the last attempt, otherwise
-// PENDING with next_attempt_at set from the source's backoff, for the
-// compensation job to announce when it is due.
-func (p *Processor) recordFailure(ctx, logCtx context.Context, cb *callback.Log, started time.Time, cause error) Result {
+// isAttempt reports a handler's error that is the callback's failed
+// attempt: anything but contention and a failure of callgate's own
+// database connection, which are not the callback's fault.
+func isAttempt(err error) bool {
+	return callback.IsPermanent(err) || (!store.IsUnavailable(err) && !store.IsTransient(err))
+}
+
+// failure is the failed attempt of cb that cause ends: FAILED at once for a
+// permanent error or the last attempt of the budget, otherwise PENDING
+// with its next attempt after the source's backoff (or the RetryAfter the
+// handler asked for).
+func (p *Processor) failure(cb *callback.Log, started time.Time, cause error) store.Failure {
 	retry, ok := p.Retry[cb.Source]
 	if !ok { // a source removed from the config since the callback came in
 		retry = source.Retry{}.WithDefaults()
@@ -284,30 +405,49 @@ func (p *Processor) recordFailure(ctx, logCtx context.Context, cb *callback.Log,
 	finished := time.Now().UTC()
 	msg := callback.Truncate(cause.Error(), 4000)
 	f := store.Failure{Attempt: callback.Attempt{LogID: cb.ID, Attempt: attempt, StartedAt: started, FinishedAt: finished,
-		Outcome: callback.OutcomeRetry, Error: &msg, WorkerID: p.WorkerID}}
+		Outcome: callback.OutcomeRetry, Error: &msg, WorkerID: p.WorkerID}, Reason: callback.ReasonOf(cause)}
 	// The budget counts from the last replay (attempts_base).
 	if callback.IsPermanent(cause) || attempt-cb.AttemptsBase >= retry.MaxAttempts {
 		f.Final = true
 		f.Attempt.Outcome = callback.OutcomeFailed
+	} else if d, ok := callback.RetryDelay(cause); ok {
+		f.NextAttemptAt = finished.Add(d)
 	} else {
 		f.NextAttemptAt = finished.Add(Backoff(retry, attempt))
 	}
+	return f
+}
+
+// recordFailure writes the failed attempt in its own short transaction,
+// for an attempt whose transaction could not record it (it outlived its
+// deadline and was ended on the server): see failure.
+func (p *Processor) recordFailure(ctx, logCtx context.Context, cb *callback.Log, started time.Time, cause error) Result {
+	f := p.failure(cb, started, cause)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	stale, err := p.Store.RecordFailure(wctx, f)
-	logger := p.Log.With("log_id", cb.ID, "source", cb.Source, "attempt", attempt)
 	if err != nil {
-		logger.WarnContext(logCtx, "worker: could not record failed attempt, message requeued", "error", err, "cause", msg)
+		p.Log.WarnContext(logCtx, "worker: could not record failed attempt, message requeued", "log_id", cb.ID, "error", err,
+			"cause", *f.Attempt.Error)
 		return Requeue
 	}
 	if stale {
-		logger.InfoContext(logCtx, "worker: callback settled by another delivery meanwhile", "cause", msg)
+		p.Log.InfoContext(logCtx, "worker: callback settled by another delivery meanwhile", "log_id", cb.ID, "cause", *f.Attempt.Error)
 		return Ack
 	}
+	p.afterFailure(ctx, logCtx, cb, started, &f)
+	return Ack
+}
+
+// afterFailure counts and logs a recorded failed attempt, and wakes the
+// next callback of the key when this one is FAILED for good.
+func (p *Processor) afterFailure(ctx, logCtx context.Context, cb *callback.Log, started time.Time, f *store.Failure) {
+	msg := *f.Attempt.Error
+	logger := p.Log.With("log_id", cb.ID, "source", cb.Source, "attempt", f.Attempt.Attempt)
 	if f.Final {
 		logger.WarnContext(logCtx, "worker: callback FAILED", "error", msg)
 		p.Metrics.FailedTransitions.WithLabelValues(cb.Kind).Inc()
-		p.Metrics.FailedReasons.WithLabelValues(cb.Kind, callback.ReasonOf(cause)).Inc()
+		p.Metrics.FailedReasons.WithLabelValues(cb.Kind, f.Reason).Inc()
 		p.observe(cb.Kind, "failed", started)
 		p.wakeNext(ctx, cb)
 	} else {
@@ -315,7 +455,6 @@ func (p *Processor) recordFailure(ctx, logCtx context.Context, cb *callback.Log,
 		p.observe(cb.Kind, "retry", started)
 		logger.InfoContext(logCtx, "worker: attempt failed, will retry", "error", msg, "next_attempt_at", f.NextAttemptAt)
 	}
-	return Ack
 }
 
 // observe counts one recorded attempt and its duration.
@@ -346,6 +485,7 @@ func (p *Processor) wakeNext(ctx context.Context, cb *callback.Log) {
 	if err != nil || next == nil {
 		return
 	}
+	p.Log.Debug("worker: waking the next callback of a key", "log_id", next.ID)
 	p.Announcer.Announce(broker.Announcement{LogIDs: []int64{next.ID}, Kind: next.Kind, TraceParent: traceParentOf(next)})
 }
 

@@ -53,7 +53,11 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 	}
 	cfg := set.Worker.WithDefaults()
 	sched := set.Scheduler.WithDefaults()
-	st, err := store.Open(set.Store)
+	storeCfg := set.Store
+	if storeCfg.LockWaitTimeout == 0 {
+		storeCfg.LockWaitTimeout = LockWaitFor(cfg.HandlerTimeout)
+	}
+	st, err := store.Open(storeCfg)
 	if err != nil {
 		return err
 	}

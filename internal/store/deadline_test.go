@@ -1,0 +1,78 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"callgate/internal/config"
+	"callgate/internal/store"
+	"callgate/internal/testenv"
+)
+
+// TestInTxBoundedEndsTheTransactionOnTheServer: a transaction whose
+// deadline passes while the server runs a long statement (here a
+// SLEEP(5) after it locked a row) is ended on the server before
+// InTxBounded returns: the row is free at once, the server no longer
+// lists its thread, and the pool's connections still work.
+func TestInTxBoundedEndsTheTransactionOnTheServer(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t)
+	st := testenv.Store(t, cfg)
+	_, err := st.SQL.Exec(`CREATE TABLE held (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB`)
+	require.NoError(t, err)
+	_, err = st.SQL.Exec(`INSERT INTO held VALUES (1, 0)`)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	var thread int64
+	start := time.Now()
+	err = st.InTxBounded(ctx, func(tx *store.Tx) error {
+		g := tx.Gorm().WithContext(ctx)
+		if err := g.Raw(`SELECT CONNECTION_ID()`).Scan(&thread).Error; err != nil {
+			return err
+		}
+		if err := g.Exec(`UPDATE held SET v = v + 1 WHERE id = 1`).Error; err != nil {
+			return err
+		}
+		return g.Exec(`SELECT SLEEP(5)`).Error
+	}, nil)
+	require.Error(t, err)
+	require.True(t, errors.Is(err, context.DeadlineExceeded) || store.IsUnavailable(err), "%v", err)
+	require.Less(t, time.Since(start), 4*time.Second, "returned long before the SLEEP would have ended")
+	require.NotZero(t, thread)
+
+	var listed int
+	require.NoError(t, st.SQL.QueryRow(`SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?`, thread).Scan(&listed))
+	require.Zero(t, listed, "the server thread is gone")
+	tx, err := st.SQL.BeginTx(t.Context(), nil)
+	require.NoError(t, err)
+	var v int
+	require.NoError(t, tx.QueryRow(`SELECT v FROM held WHERE id = 1 FOR UPDATE NOWAIT`).Scan(&v), "the row lock was released")
+	require.Zero(t, v, "the update was rolled back")
+	require.NoError(t, tx.Rollback())
+
+	for range 20 { // every pooled connection still works
+		require.NoError(t, st.Ping(t.Context()))
+		require.NoError(t, st.InTxBounded(t.Context(), func(tx *store.Tx) error { return tx.Gorm().Exec(`SELECT 1`).Error }, nil))
+	}
+}
+
+// TestLockWaitTimeoutPerSession: the pool's sessions get the configured
+// innodb_lock_wait_timeout.
+func TestLockWaitTimeoutPerSession(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, func(c *config.Config) { c.MySQL.LockWaitTimeout = 3 * time.Second })
+	st, err := store.Open(cfg.MySQL)
+	require.NoError(t, err)
+	defer st.Close()
+	var wait int
+	require.NoError(t, st.InTxBounded(t.Context(), func(tx *store.Tx) error {
+		return tx.Gorm().Raw(`SELECT @@SESSION.innodb_lock_wait_timeout`).Scan(&wait).Error
+	}, nil))
+	require.Equal(t, 3, wait)
+}

@@ -1,0 +1,288 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"callgate/internal/callback"
+	"callgate/internal/config"
+	"callgate/internal/metrics"
+	"callgate/internal/source"
+	"callgate/internal/store"
+	"callgate/internal/testenv"
+	"callgate/internal/worker"
+)
+
+// storeOnly stores payment callbacks of keys without announcing them, as
+// the gateway does (next_attempt_at a minute on, the compensation job's
+// safety net), and returns their ids.
+func storeOnly(t *testing.T, st *testenv.TestStore, tag string, keys ...string) []int64 {
+	t.Helper()
+	ids := make([]int64, len(keys))
+	for i, key := range keys {
+		now := time.Now().UTC()
+		due := now.Add(time.Minute)
+		res, err := st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: fmt.Sprintf("%s-%d", tag, i),
+			BusinessKey: key, Payload: testenv.PaymentBody(key, fmt.Sprintf("PAY-%s-%d", tag, i), 1000),
+			TraceID: "0af7651916cd43dd8448eb211c80319c", ReceivedAt: now, NextAttemptAt: &due})
+		require.NoError(t, err)
+		ids[i] = res.ID
+	}
+	return ids
+}
+
+// TestMessageMatesKeepTheirOwnRetries: one message carries two callbacks.
+// The first fails (retry in 10 minutes); the second cannot be recorded
+// (the database is away for it, four times) and must run again. Its
+// message-mate is not run again before its backoff ends: one attempt,
+// whatever happens to the message; the second ends SUCCESS with one
+// attempt, in both batch settings.
+func TestMessageMatesKeepTheirOwnRetries(t *testing.T) {
+	t.Parallel()
+	testenv.EachBatchSize(t, func(t *testing.T, bs int) {
+		t.Parallel()
+		cfg := testenv.Config(t, fast, func(c *config.Config) {
+			if bs > 0 {
+				c.Worker.BatchSize = bs
+			}
+			c.Worker.ID = t.Name()
+			c.Sources[0].Retry = source.Retry{MaxAttempts: 8, Initial: 10 * time.Minute, Max: 10 * time.Minute}
+		})
+		st := testenv.Store(t, cfg)
+		ids := storeOnly(t, st, fmt.Sprintf("mates%d", bs), "ORD-MATE-A", "ORD-MATE-B")
+		var runsA, runsB atomic.Int64
+		testenv.StartWorker(t, cfg, worker.Options{Registry: registry(func(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
+			switch cb.ID {
+			case ids[0]:
+				runsA.Add(1)
+				return fmt.Errorf("the order service said no")
+			default:
+				if runsB.Add(1) <= 4 {
+					return fmt.Errorf("lost the database: %w", store.ErrUnavailable)
+				}
+				return nil
+			}
+		})})
+		announceIDs(t, cfg, ids)
+
+		st.WaitStatus(t, ids[1], callback.StatusSuccess)
+		row, err := st.GetCallback(t.Context(), ids[0])
+		require.NoError(t, err)
+		require.Equal(t, callback.StatusPending, row.Status)
+		require.Equal(t, 1, row.Attempts, "the mate's failure was not retried before its backoff (handler ran %d times)", runsA.Load())
+		require.NotNil(t, row.RetryAfter)
+		require.True(t, row.RetryAfter.After(time.Now().Add(4*time.Minute)), "its next attempt stays where its backoff put it (5-10 min)")
+		require.Equal(t, *row.RetryAfter, *row.NextAttemptAt)
+		require.Len(t, attemptsOf(t, st, ids[0]), 1)
+		rowB, err := st.GetCallback(t.Context(), ids[1])
+		require.NoError(t, err)
+		require.Equal(t, 1, rowB.Attempts, "the database being away used none of its attempts")
+	})
+}
+
+// TestHandlerNetworkErrorIsAnAttempt: a handler that calls a service
+// which refuses connections returns a network error. It is the handler's
+// failure, not callgate's database being away: an attempt each time, with
+// backoff, and FAILED after the budget.
+func TestHandlerNetworkErrorIsAnAttempt(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	refused := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	cfg := testenv.Config(t, fast, func(c *config.Config) {
+		c.Sources[0].Retry = source.Retry{MaxAttempts: 3, Initial: 50 * time.Millisecond, Max: 100 * time.Millisecond}
+	})
+	st := testenv.Store(t, cfg)
+	var calls atomic.Int64
+	client := &http.Client{Timeout: time.Second}
+	testenv.StartWorker(t, cfg, worker.Options{Registry: registry(func(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
+		calls.Add(1)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, refused, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return fmt.Errorf("error calling the order service: %w", err)
+		}
+		resp.Body.Close()
+		return nil
+	})})
+	id := announceDirect(t, cfg, st, "net-1", "ORD-NET")
+
+	row := waitRow(t, st, id, "FAILED after its budget", func(l *callback.Log) bool { return l.Status == callback.StatusFailed })
+	require.Equal(t, 3, row.Attempts)
+	require.Contains(t, *row.LastError, "connection refused")
+	require.EqualValues(t, 3, calls.Load(), "one handler run per attempt")
+}
+
+// TestRetryAfterSetsTheNextAttempt: a handler that says "retry after d"
+// gets its next attempt d after this one, not after the source's backoff.
+func TestRetryAfterSetsTheNextAttempt(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast, func(c *config.Config) {
+		c.Sources[0].Retry = source.Retry{MaxAttempts: 3, Initial: time.Hour, Max: time.Hour}
+	})
+	st := testenv.Store(t, cfg)
+	var mu sync.Mutex
+	var starts []time.Time
+	testenv.StartWorker(t, cfg, worker.Options{Registry: registry(func(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		n := len(starts)
+		mu.Unlock()
+		if n == 1 {
+			return callback.RetryAfter(300*time.Millisecond, fmt.Errorf("the platform asked us to come back later"))
+		}
+		return nil
+	})})
+	id := announceDirect(t, cfg, st, "later-1", "ORD-LATER")
+	row := waitRow(t, st, id, "SUCCESS at the second attempt", func(l *callback.Log) bool { return l.Status == callback.StatusSuccess })
+	require.Equal(t, 2, row.Attempts)
+	att := attemptsOf(t, st, id)
+	require.Len(t, att, 2)
+	require.Equal(t, callback.OutcomeRetry, att[0].Outcome)
+	require.False(t, att[1].StartedAt.Before(att[0].FinishedAt.Add(300*time.Millisecond)), "not before the delay asked for")
+}
+
+// holdRow locks callback_log row id in a transaction of the test's own
+// until release is called.
+func holdRow(t *testing.T, st *testenv.TestStore, id int64) (release func()) {
+	t.Helper()
+	tx, err := st.SQL.BeginTx(t.Context(), nil)
+	require.NoError(t, err)
+	var got int64
+	require.NoError(t, tx.QueryRow(`SELECT id FROM callback_log WHERE id = ? FOR UPDATE`, id).Scan(&got))
+	var once sync.Once
+	release = func() { once.Do(func() { _ = tx.Rollback() }) }
+	t.Cleanup(release)
+	return release
+}
+
+// TestClaimThatWaitsIsNotAnAttempt: another session holds a callback's row
+// longer than the handler timeout. Waiting for it is contention, not the
+// callback's failure: no attempt is recorded, it is never taken for
+// "settled by another delivery", and once the row is free it runs (well
+// before the compensation job's one-minute safety net), with one attempt;
+// in both batch settings.
+func TestClaimThatWaitsIsNotAnAttempt(t *testing.T) {
+	t.Parallel()
+	testenv.EachBatchSize(t, func(t *testing.T, bs int) {
+		t.Parallel()
+		cfg := testenv.Config(t, fast, func(c *config.Config) {
+			if bs > 0 {
+				c.Worker.BatchSize = bs
+			}
+			c.Worker.ID = t.Name()
+			c.Worker.HandlerTimeout = time.Second // lock wait: 1 s as well, the server's least
+			c.Scheduler.Compensation.Threshold = time.Minute
+		})
+		st := testenv.Store(t, cfg)
+		ids := storeOnly(t, st, fmt.Sprintf("held%d", bs), "ORD-HELD", "ORD-FREE")
+		release := holdRow(t, st, ids[0])
+		testenv.StartWorker(t, cfg, worker.Options{Registry: registry(func(context.Context, *gorm.DB, *callback.Log, callback.Outbox) error {
+			return nil
+		})})
+		announceIDs(t, cfg, ids)
+
+		st.WaitStatus(t, ids[1], callback.StatusSuccess) // its mate is not held up
+		time.Sleep(3 * time.Second)                      // several claims of the held row time out
+		require.Empty(t, attemptsOf(t, st, ids[0]), "waiting for a row is no attempt")
+		release()
+		row := st.WaitStatus(t, ids[0], callback.StatusSuccess)
+		require.Equal(t, 1, row.Attempts)
+	})
+}
+
+// TestSlowButHealthyBatchCommits: a batch of callbacks whose handler each
+// take a fifth of the handler timeout (together more than one timeout)
+// commits as a batch: the deadline is per callback.
+func TestSlowButHealthyBatchCommits(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast, func(c *config.Config) { c.Worker.HandlerTimeout = time.Second })
+	st := testenv.Store(t, cfg)
+	m := metrics.New("worker")
+	ids := storeOnly(t, st, "slow", "ORD-S1", "ORD-S2", "ORD-S3", "ORD-S4", "ORD-S5", "ORD-S6", "ORD-S7", "ORD-S8")
+	testenv.StartWorker(t, cfg, worker.Options{Metrics: m, Registry: registry(func(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
+		select {
+		case <-time.After(200 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})})
+	announceIDs(t, cfg, ids)
+	for _, id := range ids {
+		row := st.WaitStatus(t, id, callback.StatusSuccess)
+		require.Equal(t, 1, row.Attempts)
+	}
+	require.Zero(t, testutil.CollectAndCount(m.BatchFallbacks), "no batch fell back")
+}
+
+// TestLockWaitInAHandlerIsNoAttempt: a handler waits for a row another
+// session holds for longer than the handler timeout. The server gives the
+// wait up first (the worker's sessions wait half the handler timeout):
+// contention, run again without an attempt, and the callback succeeds
+// with one attempt once the row is free.
+func TestLockWaitInAHandlerIsNoAttempt(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast, func(c *config.Config) {
+		c.Worker.HandlerTimeout = 2 * time.Second
+		c.Worker.BatchSize = 1
+	})
+	st := testenv.Store(t, cfg)
+	_, err := st.SQL.Exec(`CREATE TABLE lw (id INT PRIMARY KEY, v INT NOT NULL) ENGINE=InnoDB`)
+	require.NoError(t, err)
+	_, err = st.SQL.Exec(`INSERT INTO lw VALUES (1, 0)`)
+	require.NoError(t, err)
+	other, err := st.SQL.BeginTx(t.Context(), nil)
+	require.NoError(t, err)
+	_, err = other.Exec(`UPDATE lw SET v = 100 WHERE id = 1`)
+	require.NoError(t, err)
+	testenv.StartWorker(t, cfg, worker.Options{Registry: registry(func(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
+		if err := tx.WithContext(ctx).Exec(`UPDATE lw SET v = v + 1 WHERE id = 1`).Error; err != nil {
+			return fmt.Errorf("error updating lw: %w", err)
+		}
+		return nil
+	})})
+	id := announceDirect(t, cfg, st, "lw-1", "ORD-LW")
+	time.Sleep(3 * time.Second)
+	require.Empty(t, attemptsOf(t, st, id), "a lock wait is no attempt")
+	require.NoError(t, other.Commit())
+	row := st.WaitStatus(t, id, callback.StatusSuccess)
+	require.Equal(t, 1, row.Attempts)
+	var v int
+	require.NoError(t, st.SQL.QueryRow(`SELECT v FROM lw WHERE id = 1`).Scan(&v))
+	require.Equal(t, 101, v, "the handler's change applied once")
+}
+
+// TestKeysInUseStayFresh: a key in use keeps a recent locked_at whatever
+// path locks it (here a batch), so the retention job, which forgets keys
+// not locked for its max_age, never takes one in daily use for unused.
+func TestKeysInUseStayFresh(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast)
+	st := testenv.Store(t, cfg)
+	old := time.Now().UTC().Add(-40 * 24 * time.Hour)
+	_, err := st.SQL.Exec(`INSERT INTO callback_key (kind, business_key, locked_at) VALUES ('payment', 'ORD-OLD-KEY', ?)`, old)
+	require.NoError(t, err)
+	ids := storeOnly(t, st, "fresh", "ORD-OLD-KEY", "ORD-NEW-KEY")
+	testenv.StartWorker(t, cfg, worker.Options{Registry: registry(func(context.Context, *gorm.DB, *callback.Log, callback.Outbox) error {
+		return nil
+	})})
+	announceIDs(t, cfg, ids)
+	for _, id := range ids {
+		st.WaitStatus(t, id, callback.StatusSuccess)
+	}
+	var lockedAt time.Time
+	require.NoError(t, st.SQL.QueryRow(`SELECT locked_at FROM callback_key WHERE kind = 'payment' AND business_key = 'ORD-OLD-KEY'`).Scan(&lockedAt))
+	require.WithinDuration(t, time.Now(), lockedAt, time.Minute, "the key's row was refreshed when the batch locked it")
+}
