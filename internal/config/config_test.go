@@ -241,3 +241,17 @@ func TestAdminAddr(t *testing.T) {
 		require.ErrorContains(t, err, want, raw)
 	}
 }
+
+// TestLockWaitShorterThanHandlerTimeout: mysql.lock_wait_timeout is read,
+// and one that would outlast the handler's deadline (so a lock wait would
+// end as a failed attempt instead of contention) is refused.
+func TestLockWaitShorterThanHandlerTimeout(t *testing.T) {
+	t.Setenv("T_SHIP_SECRET", "s3cret")
+	cfg, err := config.Parse([]byte("mysql: {lock_wait_timeout: 5s}\n"+valid), kinds)
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, cfg.MySQL.LockWaitTimeout)
+	_, err = config.Parse([]byte("mysql: {lock_wait_timeout: 30s}\n"+valid), kinds)
+	require.ErrorContains(t, err, "mysql.lock_wait_timeout: 30s must be shorter than worker.handler_timeout (30s)")
+	_, err = config.Parse([]byte("mysql: {lock_wait_timeout: 10s}\nworker: {handler_timeout: 5s}\n"+valid), kinds)
+	require.ErrorContains(t, err, "mysql.lock_wait_timeout: 10s must be shorter than worker.handler_timeout (5s)")
+}

@@ -41,6 +41,11 @@ func (c Config) Validate(kinds []string) error {
 	section("log", c.Log.Validate())
 	section("worker", c.Worker.Validate(kinds))
 	section("scheduler", c.Scheduler.Validate())
+	// A lock wait that outlasts the handler's deadline would turn
+	// contention (run again, no attempt) into failed attempts.
+	if lw, ht := c.MySQL.LockWaitTimeout, c.Worker.WithDefaults().HandlerTimeout; lw > 0 && lw >= ht {
+		errs = append(errs, fmt.Errorf("mysql.lock_wait_timeout: %s must be shorter than worker.handler_timeout (%s), or 0 for half of it", lw, ht))
+	}
 	if len(c.Sources) == 0 {
 		errs = append(errs, errors.New("sources: at least one source is required"))
 	}
