@@ -52,13 +52,10 @@ lint: ## go vet, gofmt, golangci-lint (committed config) and govulncheck
 	@command -v govulncheck >/dev/null || $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
 	scripts/vulncheck.sh
 
-fuzz: ## run every fuzz target for FUZZTIME (default 30s) each, the differential test on random seeds too
-	@set -e; for t in \
-	  ./internal/signature:FuzzStandardWebhooksVerify ./internal/signature:FuzzStripeHeader ./internal/signature:FuzzHMACVerify \
-	  ./internal/callback:FuzzExtract ./internal/callback:FuzzCheckJSONShape ./internal/callback:FuzzCheckJSONKeys \
-	  ./internal/config:FuzzParse ./test/differential:FuzzDifferential; do \
-	  pkg=$${t%%:*}; fn=$${t##*:}; echo "== $$fn ($$pkg)"; \
-	  $(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME); done
+fuzz: ## run every fuzz target (found in the test files) for FUZZTIME (default 30s) each; the differential and chaos tests on random seeds
+	@set -e; grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' cmd internal test | sort | \
+	  while IFS=: read -r file fn; do fn=$${fn#func }; pkg=./$$(dirname $$file); echo "== $$fn ($$pkg)"; \
+	  $(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) </dev/null; done
 
 fmt: ## format the code
 	gofmt -w $$(git ls-files '*.go')
