@@ -76,3 +76,47 @@ func TestLockWaitTimeoutPerSession(t *testing.T) {
 	}, nil))
 	require.Equal(t, 3, wait)
 }
+
+// TestLockKeysRefreshesKeysInUse: locking keys for a batch takes a key
+// row that exists (its locked_at 40 days old, older than the retention
+// job's cut-off) and writes its locked_at again, creates the row of a key
+// met for the first time, and reports a key another transaction holds as
+// busy, without waiting for it or touching it.
+func TestLockKeysRefreshesKeysInUse(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t)
+	st := testenv.Store(t, cfg)
+	old := time.Now().UTC().Add(-40 * 24 * time.Hour)
+	for _, k := range []string{"ORD-OLD", "ORD-HELD"} {
+		_, err := st.SQL.Exec(`INSERT INTO callback_key (kind, business_key, locked_at) VALUES ('payment', ?, ?)`, k, old)
+		require.NoError(t, err)
+	}
+	other, err := st.SQL.BeginTx(t.Context(), nil)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback() }()
+	_, err = other.Exec(`SELECT 1 FROM callback_key WHERE kind = 'payment' AND business_key = 'ORD-HELD' FOR UPDATE`)
+	require.NoError(t, err)
+
+	keys := []store.Key{{Kind: "payment", BusinessKey: "ORD-OLD"}, {Kind: "payment", BusinessKey: "ORD-NEW"}, {Kind: "payment", BusinessKey: "ORD-HELD"}}
+	var busy map[store.Key]bool
+	require.NoError(t, st.InTx(t.Context(), func(tx *store.Tx) error {
+		busy, err = st.LockKeysTx(t.Context(), tx, keys)
+		return err
+	}))
+	require.Equal(t, map[store.Key]bool{keys[2]: true}, busy)
+	require.NoError(t, other.Rollback())
+	lockedAt := map[string]time.Time{}
+	rows, err := st.SQL.Query(`SELECT business_key, locked_at FROM callback_key WHERE kind = 'payment'`)
+	require.NoError(t, err)
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var k string
+		var at time.Time
+		require.NoError(t, rows.Scan(&k, &at))
+		lockedAt[k] = at
+	}
+	require.NoError(t, rows.Err())
+	require.WithinDuration(t, time.Now(), lockedAt["ORD-OLD"], time.Minute, "a key in use is refreshed")
+	require.WithinDuration(t, time.Now(), lockedAt["ORD-NEW"], time.Minute, "a new key is created")
+	require.WithinDuration(t, old, lockedAt["ORD-HELD"], time.Second, "a busy key is left alone")
+}

@@ -267,11 +267,13 @@ func TestLockWaitInAHandlerIsNoAttempt(t *testing.T) {
 // TestKeysInUseStayFresh: a key in use keeps a recent locked_at whatever
 // path locks it (here a batch), so the retention job, which forgets keys
 // not locked for its max_age, never takes one in daily use for unused.
+// The key was last written two hours ago (within max_age, so retention
+// leaves it; past the hour after which a holder writes it again).
 func TestKeysInUseStayFresh(t *testing.T) {
 	t.Parallel()
 	cfg := testenv.Config(t, fast)
 	st := testenv.Store(t, cfg)
-	old := time.Now().UTC().Add(-40 * 24 * time.Hour)
+	old := time.Now().UTC().Add(-2 * time.Hour)
 	_, err := st.SQL.Exec(`INSERT INTO callback_key (kind, business_key, locked_at) VALUES ('payment', 'ORD-OLD-KEY', ?)`, old)
 	require.NoError(t, err)
 	ids := storeOnly(t, st, "fresh", "ORD-OLD-KEY", "ORD-NEW-KEY")
@@ -285,4 +287,51 @@ func TestKeysInUseStayFresh(t *testing.T) {
 	var lockedAt time.Time
 	require.NoError(t, st.SQL.QueryRow(`SELECT locked_at FROM callback_key WHERE kind = 'payment' AND business_key = 'ORD-OLD-KEY'`).Scan(&lockedAt))
 	require.WithinDuration(t, time.Now(), lockedAt, time.Minute, "the key's row was refreshed when the batch locked it")
+}
+
+// TestKeyHolderThatRollsBackHoldsNoOneUp: a callback whose key is held by
+// another transaction (here a session of the test; in production a
+// callback of the key whose insert committed first, or a batch) waits
+// without an attempt, and runs as soon as the holder rolls back: not when
+// the compensation job's safety net (10 minutes here) comes round, since
+// a holder that rolls back wakes no one. In both batch settings.
+func TestKeyHolderThatRollsBackHoldsNoOneUp(t *testing.T) {
+	t.Parallel()
+	testenv.EachBatchSize(t, func(t *testing.T, bs int) {
+		t.Parallel()
+		cfg := testenv.Config(t, fast, func(c *config.Config) {
+			if bs > 0 {
+				c.Worker.BatchSize = bs
+			}
+			c.Scheduler.Compensation.Threshold = 10 * time.Minute
+		})
+		st := testenv.Store(t, cfg)
+		key := fmt.Sprintf("ORD-HOLDER-%d", bs)
+		_, err := st.SQL.Exec(`INSERT INTO callback_key (kind, business_key, locked_at) VALUES ('payment', ?, UTC_TIMESTAMP(6))`, key)
+		require.NoError(t, err)
+		holder, err := st.SQL.BeginTx(t.Context(), nil)
+		require.NoError(t, err)
+		defer func() { _ = holder.Rollback() }()
+		var k string
+		require.NoError(t, holder.QueryRow(`SELECT business_key FROM callback_key WHERE kind = 'payment' AND business_key = ? FOR UPDATE`, key).Scan(&k))
+
+		var runs atomic.Int32
+		testenv.StartWorker(t, cfg, worker.Options{Registry: registry(func(context.Context, *gorm.DB, *callback.Log, callback.Outbox) error {
+			runs.Add(1)
+			return nil
+		})})
+		ids := storeOnly(t, st, fmt.Sprintf("holder%d", bs), key)
+		announceIDs(t, cfg, ids)
+		time.Sleep(1500 * time.Millisecond) // the worker finds the key held, at least once
+		cb, err := st.GetCallback(t.Context(), ids[0])
+		require.NoError(t, err)
+		require.Equal(t, callback.StatusPending, cb.Status, "the key is held")
+		require.Zero(t, runs.Load(), "the handler never ran while the key was held")
+		require.Zero(t, cb.Attempts, "waiting for a key is no attempt")
+
+		require.NoError(t, holder.Rollback())
+		cb = st.WaitStatus(t, ids[0], callback.StatusSuccess)
+		require.Equal(t, 1, cb.Attempts)
+		require.EqualValues(t, 1, runs.Load())
+	})
 }
