@@ -49,12 +49,14 @@ func translate(err error) error {
 	return err
 }
 
-// DBError marks an error of a statement run on callgate's own database
-// connection, through the store's pool: the store's own operations and
-// the statements a handler runs on the transaction it is given
-// (Tx.Gorm). Only such an error can say that callgate's database is
-// unavailable; a handler's other errors (an HTTP call to a service that is
-// down, its own deadline) are the handler's, whatever they wrap.
+// DBError marks the failure of callgate's own database under a statement
+// run through the store's pool (the store's own operations and the
+// statements a handler runs on the transaction it is given, Tx.Gorm): the
+// connection refused, reset or gone away, the server read only. Only such
+// an error says that callgate's database is unavailable; a handler's
+// other errors (an HTTP call to a service that is down, a deadline of its
+// own, a statement the server refused) are the handler's, whatever they
+// wrap.
 type DBError struct{ Err error }
 
 func (e *DBError) Error() string { return e.Err.Error() }
@@ -67,11 +69,8 @@ func (e *DBError) Unwrap() error { return e.Err }
 // failure of a statement on the store's connection (DBError). A network
 // error or a deadline that did not come from that connection is not.
 func IsUnavailable(err error) bool {
-	if errors.Is(err, ErrUnavailable) {
-		return true
-	}
 	var de *DBError
-	return errors.As(err, &de) && connectionFailure(de.Err)
+	return errors.Is(err, ErrUnavailable) || errors.As(err, &de)
 }
 
 // connectionFailure reports a driver error that means the connection, or

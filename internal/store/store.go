@@ -104,15 +104,24 @@ func Open(cfg Config) (*Store, error) {
 	return &Store{db: db, sql: sqlDB}, nil
 }
 
-// markErrors wraps the error of every statement run through db in a
-// DBError, so that a connection failure of callgate's own database is told
-// apart from a handler's own errors (IsUnavailable).
+// markErrors wraps in a DBError the error of a statement run through db
+// that says callgate's own database failed (the connection refused, reset,
+// gone away, the server read only), so that it is told apart from a
+// handler's own errors (IsUnavailable). A statement whose context ended
+// failed because of that context (a handler's own deadline, the worker's),
+// not the database, and other errors (a duplicate key, a row not found)
+// are left exactly as the driver and gorm return them.
 func markErrors(db *gorm.DB) error {
 	mark := func(g *gorm.DB) {
 		var de *DBError
-		if g.Error != nil && !errors.As(g.Error, &de) {
-			g.Error = &DBError{Err: g.Error}
+		if g.Error == nil || errors.As(g.Error, &de) || !connectionFailure(g.Error) ||
+			errors.Is(g.Error, context.DeadlineExceeded) || errors.Is(g.Error, context.Canceled) {
+			return
 		}
+		if ctx := g.Statement.Context; ctx != nil && ctx.Err() != nil {
+			return
+		}
+		g.Error = &DBError{Err: g.Error}
 	}
 	cb := db.Callback()
 	for _, err := range []error{

@@ -124,6 +124,36 @@ func TestHandlerNetworkErrorIsAnAttempt(t *testing.T) {
 	require.EqualValues(t, 3, calls.Load(), "one handler run per attempt")
 }
 
+// TestHandlerStatementDeadlineIsAnAttempt: a handler that gives a
+// statement on its transaction a deadline of its own (shorter than the
+// worker's) and returns the error when it passes has failed an attempt:
+// its deadline is not callgate's database being away. Three attempts, then
+// FAILED, one handler run each (before, it was requeued about once a
+// second for ever, with no attempt).
+func TestHandlerStatementDeadlineIsAnAttempt(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast, func(c *config.Config) {
+		c.Sources[0].Retry = source.Retry{MaxAttempts: 3, Initial: 50 * time.Millisecond, Max: 100 * time.Millisecond}
+	})
+	st := testenv.Store(t, cfg)
+	var calls atomic.Int64
+	testenv.StartWorker(t, cfg, worker.Options{Registry: registry(func(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
+		calls.Add(1)
+		sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		if err := tx.WithContext(sctx).Exec(`SELECT SLEEP(2)`).Error; err != nil {
+			return fmt.Errorf("error reading the order (the handler's own deadline): %w", err)
+		}
+		return nil
+	})})
+	id := announceDirect(t, cfg, st, "stmt-deadline-1", "ORD-STMT")
+
+	row := waitRow(t, st, id, "FAILED after its budget", func(l *callback.Log) bool { return l.Status == callback.StatusFailed })
+	require.Equal(t, 3, row.Attempts)
+	require.Contains(t, *row.LastError, "the handler's own deadline")
+	require.EqualValues(t, 3, calls.Load(), "one handler run per attempt")
+}
+
 // TestRetryAfterSetsTheNextAttempt: a handler that says "retry after d"
 // gets its next attempt d after this one, not after the source's backoff.
 func TestRetryAfterSetsTheNextAttempt(t *testing.T) {
