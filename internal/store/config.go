@@ -37,8 +37,8 @@ type Config struct {
 	GroupCommitWriters int `yaml:"group_commit_writers"`
 	// GroupCommitMaxBatch bounds a batch's rows. Default 256.
 	GroupCommitMaxBatch int `yaml:"group_commit_max_batch"`
-	// LockWaitTimeout is each session's innodb_lock_wait_timeout (whole
-	// seconds, at least 1). 0 leaves the server's (50 s by default) for
+	// LockWaitTimeout is each session's innodb_lock_wait_timeout and
+	// lock_wait_timeout (row and metadata locks; whole seconds, at least 1). 0 leaves the server's (50 s by default) for
 	// the gateway; the worker sets half its handler_timeout, so that the
 	// server gives up a lock wait (contention: run again, no attempt)
 	// before the worker's deadline does (a failed attempt).

@@ -63,18 +63,39 @@ func TestInTxBoundedEndsTheTransactionOnTheServer(t *testing.T) {
 }
 
 // TestLockWaitTimeoutPerSession: the pool's sessions get the configured
-// innodb_lock_wait_timeout.
+// wait for row locks (innodb_lock_wait_timeout) and for metadata locks
+// (lock_wait_timeout): a statement on a table whose metadata another
+// session locks gives up after it, as contention.
 func TestLockWaitTimeoutPerSession(t *testing.T) {
 	t.Parallel()
 	cfg := testenv.Config(t, func(c *config.Config) { c.MySQL.LockWaitTimeout = 3 * time.Second })
 	st, err := store.Open(cfg.MySQL)
 	require.NoError(t, err)
 	defer st.Close()
-	var wait int
+	var waits struct {
+		Row  int `gorm:"column:row_wait"`
+		Meta int `gorm:"column:meta_wait"`
+	}
 	require.NoError(t, st.InTxBounded(t.Context(), func(tx *store.Tx) error {
-		return tx.Gorm().Raw(`SELECT @@SESSION.innodb_lock_wait_timeout`).Scan(&wait).Error
+		return tx.Gorm().Raw(`SELECT @@SESSION.innodb_lock_wait_timeout AS row_wait, @@SESSION.lock_wait_timeout AS meta_wait`).Scan(&waits).Error
 	}, nil))
-	require.Equal(t, 3, wait)
+	require.Equal(t, 3, waits.Row)
+	require.Equal(t, 3, waits.Meta)
+
+	plain := testenv.Store(t, cfg) // its SQL: sessions with the server's defaults
+	_, err = plain.SQL.Exec(`CREATE TABLE mdl (id INT PRIMARY KEY) ENGINE=InnoDB`)
+	require.NoError(t, err)
+	conn, err := plain.SQL.Conn(t.Context())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.ExecContext(t.Context(), `LOCK TABLES mdl WRITE`)
+	require.NoError(t, err)
+	defer func() { _, _ = conn.ExecContext(context.Background(), `UNLOCK TABLES`) }()
+	start := time.Now()
+	err = st.InTxBounded(t.Context(), func(tx *store.Tx) error { return tx.Gorm().Exec(`INSERT INTO mdl VALUES (1)`).Error }, nil)
+	require.Error(t, err)
+	require.True(t, store.IsTransient(err), "a metadata lock wait that ran out is contention: %v", err)
+	require.Less(t, time.Since(start), 20*time.Second, "given up after 3 s, not the server's day")
 }
 
 // TestLockKeysRefreshesKeysInUse: locking keys for a batch takes a key

@@ -422,9 +422,12 @@ func (c session) Connect(ctx context.Context) (driver.Conn, error) {
 		return fail("setting the session's isolation level", err)
 	}
 	if c.lockWait > 0 {
-		stmt := fmt.Sprintf("SET SESSION innodb_lock_wait_timeout = %d", max(1, int(c.lockWait/time.Second)))
+		// Row locks (InnoDB) and metadata locks (an ALTER TABLE, a
+		// backup's FLUSH TABLES WITH READ LOCK) alike.
+		secs := max(1, int(c.lockWait/time.Second))
+		stmt := fmt.Sprintf("SET SESSION innodb_lock_wait_timeout = %d, SESSION lock_wait_timeout = %d", secs, secs)
 		if _, err := ex.ExecContext(ctx, stmt, nil); err != nil {
-			return fail("setting the session's lock wait timeout", err)
+			return fail("setting the session's lock wait timeouts", err)
 		}
 	}
 	rows, err := qu.QueryContext(ctx, "SELECT CONNECTION_ID()", nil)
@@ -437,7 +440,18 @@ func (c session) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return fail("reading the connection id", err)
 	}
-	id, _ := vals[0].(int64)
+	var id int64
+	switch v := vals[0].(type) {
+	case int64:
+		id = v
+	case uint64: // BIGINT UNSIGNED, as MySQL 8 types it
+		id = int64(v)
+	case []byte:
+		id, err = strconv.ParseInt(string(v), 10, 64)
+	}
+	if id <= 0 {
+		return fail("reading the connection id", fmt.Errorf("not a thread id: %v (%T): %w", vals[0], vals[0], err))
+	}
 	return &sessionConn{Conn: conn, id: id}, nil
 }
 

@@ -66,10 +66,12 @@ const (
 	BatchSizeLimit         = 1000
 )
 
-// LockWaitFor is the worker's innodb_lock_wait_timeout for a handler
-// timeout: half of it, in whole seconds, between 1 and the server's
-// default 50, so a lock wait ends on the server (contention, run again
-// without an attempt) before the callback's deadline (a failed attempt).
+// LockWaitFor is the worker's innodb_lock_wait_timeout and
+// lock_wait_timeout (row and metadata locks) for a handler timeout: half
+// of it, in whole seconds, between 1 and the server's default 50, so a
+// lock wait ends on the server (contention, run again without an attempt)
+// before the callback's deadline (a failed attempt). Under 2 s the
+// server's least, 1 s, is not half.
 func LockWaitFor(handlerTimeout time.Duration) time.Duration {
 	return min(max(handlerTimeout/2, time.Second), 50*time.Second).Truncate(time.Second)
 }
