@@ -172,15 +172,16 @@ type Failure struct {
 	Reason string
 }
 
-// errStale: the callback was settled by another delivery meanwhile.
-var errStale = errors.New("callback settled by another delivery")
+// ErrStale: the callback was settled by another delivery meanwhile (its
+// row no longer has the attempts a failure counts on).
+var ErrStale = errors.New("callback settled by another delivery")
 
 // RecordFailure writes a failed attempt in its own short transaction, only
 // if nobody settled the callback meanwhile (a duplicate delivery running at
 // the same time): stale reports that case, and then nothing is written.
 func (s *Store) RecordFailure(ctx context.Context, f Failure) (stale bool, err error) {
 	err = s.InTx(ctx, func(tx *Tx) error { return s.RecordFailureTx(ctx, tx, f) })
-	if errors.Is(err, errStale) {
+	if errors.Is(err, ErrStale) {
 		return true, nil
 	}
 	return false, err
@@ -207,7 +208,7 @@ func (s *Store) RecordFailureTx(ctx context.Context, tx *Tx, f Failure) error {
 		return fmt.Errorf("error recording failed attempt of callback log %d: %w", a.LogID, translate(res.Error))
 	}
 	if res.RowsAffected == 0 {
-		return errStale
+		return ErrStale
 	}
 	if err := s.InsertAttemptTx(ctx, tx, &a); err != nil {
 		return fmt.Errorf("error recording failed attempt of callback log %d: %w", a.LogID, err)

@@ -2,12 +2,14 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"callgate/internal/callback"
 	"callgate/internal/config"
 	"callgate/internal/store"
 	"callgate/internal/testenv"
@@ -140,4 +142,65 @@ func TestLockKeysRefreshesKeysInUse(t *testing.T) {
 	require.WithinDuration(t, time.Now(), lockedAt["ORD-OLD"], time.Minute, "a key in use is refreshed")
 	require.WithinDuration(t, time.Now(), lockedAt["ORD-NEW"], time.Minute, "a new key is created")
 	require.WithinDuration(t, old, lockedAt["ORD-HELD"], time.Second, "a busy key is left alone")
+}
+
+// TestTakeoverHoldsTheRowBeforeAnyoneElse: when a transaction's deadline
+// passes, the takeover's transaction gets the callback's row the moment
+// the expired transaction lets it go. Another session trying to lock the
+// row without waiting (as the worker's claims do), as fast as it can, only
+// ever finds it after the takeover committed what it records.
+func TestTakeoverHoldsTheRowBeforeAnyoneElse(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t)
+	st := testenv.Store(t, cfg)
+	res, err := st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: "takeover", BusinessKey: "ORD-T",
+		Payload: []byte(`{}`), ReceivedAt: time.Now().UTC()})
+	require.NoError(t, err)
+	id := res.ID
+
+	locked := make(chan struct{})
+	seen := make(chan string, 1)
+	go func() { // the competitor
+		<-locked
+		for t.Context().Err() == nil {
+			tx, err := st.SQL.BeginTx(t.Context(), nil)
+			if err != nil {
+				continue
+			}
+			var lastError sql.NullString
+			err = tx.QueryRow(`SELECT last_error FROM callback_log WHERE id = ? FOR UPDATE NOWAIT`, id).Scan(&lastError)
+			_ = tx.Rollback()
+			if err == nil {
+				seen <- lastError.String
+				return
+			}
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	done := errors.New("Done not called")
+	err = st.InTxBounded(ctx, func(tx *store.Tx) error {
+		g := tx.Gorm().WithContext(ctx)
+		var got []int64
+		if err := g.Raw(`SELECT id FROM callback_log WHERE id = ? FOR UPDATE`, id).Scan(&got).Error; err != nil {
+			return err
+		}
+		close(locked)
+		return g.Exec(`SELECT SLEEP(5)`).Error
+	}, &store.Takeover{
+		Row: func() int64 { return id },
+		Then: func(ctx context.Context, tx *store.Tx) error {
+			return tx.Gorm().WithContext(ctx).Exec(`UPDATE callback_log SET last_error = 'taken over' WHERE id = ?`, id).Error
+		},
+		Done: func(err error) { done = err },
+	})
+	require.Error(t, err)
+	require.NoError(t, done, "the takeover committed")
+	select {
+	case got := <-seen:
+		require.Equal(t, "taken over", got, "nobody had the row between the expired transaction and the takeover")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the competitor never got the row")
+	}
 }

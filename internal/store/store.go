@@ -302,6 +302,20 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 // killed transaction go.
 const killWait = 5 * time.Second
 
+// Takeover is what InTxBounded does with a transaction's callback row
+// when the deadline passes first: Row names the callback_log row the
+// transaction holds (0: none yet, nothing to take over), and Then runs in
+// a transaction of its own that holds that row, taken the moment the
+// expired transaction lets it go, so that nothing else claims it in
+// between.
+type Takeover struct {
+	Row  func() int64
+	Then func(ctx context.Context, tx *Tx) error
+	// Done, if set, learns how the takeover ended: nil when Then's
+	// transaction committed, Then's error, or the store's.
+	Done func(err error)
+}
+
 // InTxBounded is InTx for a transaction bounded by ctx (the worker's, with
 // its deadline). Cancelling a context only closes the client's side: a
 // server thread in a lock wait, or in a long statement, keeps its
@@ -309,11 +323,13 @@ const killWait = 5 * time.Second
 // its context goes on while database/sql rolls its transaction back. So
 // the moment ctx ends before the transaction does, InTxBounded ends it on
 // the server (KILL CONNECTION of its thread, waiting until the server no
-// longer lists it, at most killWait) and then calls expired (if not nil),
-// while fn may still run: what the caller records then, nothing else has
-// claimed the rows in between. The connection never goes back to the pool
-// after that, nor after it broke.
-func (s *Store) InTxBounded(ctx context.Context, fn func(tx *Tx) error, expired func()) error {
+// longer lists it, at most killWait) while fn may still run. With a
+// takeover whose row is known, a second transaction first queues for that
+// row's lock, then the thread is killed, and InnoDB hands the row to the
+// queued transaction (claims never wait, so none is queued before it):
+// what Then records, nothing else has claimed the row in between. The
+// connection never goes back to the pool after that, nor after it broke.
+func (s *Store) InTxBounded(ctx context.Context, fn func(tx *Tx) error, t *Takeover) error {
 	var fnErr, txErr error
 	err := s.db.WithContext(ctx).Connection(func(g *gorm.DB) error {
 		conn, ok := g.Statement.ConnPool.(*sql.Conn)
@@ -330,17 +346,22 @@ func (s *Store) InTxBounded(ctx context.Context, fn func(tx *Tx) error, expired 
 		watched := make(chan struct{})
 		stop := context.AfterFunc(ctx, func() {
 			defer close(watched)
-			s.killThread(id)
-			if expired != nil {
-				expired()
+			var row int64
+			if t != nil && t.Row != nil {
+				row = t.Row()
 			}
+			if row == 0 {
+				s.killThread(id)
+				return
+			}
+			s.takeOver(row, id, t)
 		})
 		txErr = g.Transaction(func(tg *gorm.DB) error {
 			fnErr = fn(&Tx{g: tg})
 			return fnErr
 		})
 		if !stop() {
-			<-watched // ctx ended: the thread is killed, expired has run
+			<-watched // ctx ended: the thread is killed, the takeover done
 		}
 		if ctx.Err() != nil || (txErr != nil && brokenConn(txErr)) {
 			// The connection may be mid-statement or closed: never back to
@@ -357,6 +378,66 @@ func (s *Store) InTxBounded(ctx context.Context, fn func(tx *Tx) error, expired 
 		return txErr
 	}
 	return translate(txErr) // BEGIN or COMMIT failed
+}
+
+// takeoverQueued bounds how long takeOver waits to see its lock request
+// queued behind the expired transaction before it kills that anyway.
+const takeoverQueued = time.Second
+
+// takeOver queues a transaction for the lock of callback_log row, kills
+// the server thread that holds it, runs t.Then in the queued transaction
+// once InnoDB grants it the row, and tells t.Done how it ended. When the
+// row was not held at all, Then simply runs.
+func (s *Store) takeOver(row, thread int64, t *Takeover) {
+	ctx, cancel := context.WithTimeout(context.Background(), killWait+takeoverQueued+10*time.Second)
+	defer cancel()
+	queued := make(chan int64, 1) // the queued transaction's thread
+	killed := make(chan struct{})
+	go func() {
+		defer close(killed)
+		var waiter int64
+		select {
+		case waiter = <-queued:
+		case <-ctx.Done():
+		}
+		// Until the server shows the request waiting, the kill could let
+		// the row go before it is queued.
+		deadline := time.Now().Add(takeoverQueued)
+		for waiter != 0 && time.Now().Before(deadline) {
+			var n int
+			err := s.sql.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'`, waiter).Scan(&n)
+			if err != nil || n > 0 {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		s.killThread(thread)
+	}()
+	err := s.InTx(ctx, func(tx *Tx) error {
+		var waiter int64
+		if err := tx.g.WithContext(ctx).Raw(`SELECT CONNECTION_ID()`).Scan(&waiter).Error; err != nil {
+			queued <- 0
+			return err
+		}
+		queued <- waiter
+		var ids []int64
+		if err := tx.g.WithContext(ctx).Raw(`SELECT id FROM callback_log WHERE id = ? FOR UPDATE`, row).Scan(&ids).Error; err != nil {
+			return err
+		}
+		<-killed // the expired transaction is gone from the server
+		if t.Then == nil {
+			return nil
+		}
+		return t.Then(ctx, tx)
+	})
+	select {
+	case queued <- 0: // fn never ran: kill without a queued request
+	default:
+	}
+	<-killed
+	if t.Done != nil {
+		t.Done(err)
+	}
 }
 
 // killThread ends the server thread id (and so its transaction, rolled

@@ -170,31 +170,41 @@ func (p *Processor) runOnce(workCtx context.Context, logID int64, started time.T
 	defer cancel()
 	var mu sync.Mutex // claimed and r.expired, shared with the watchdog
 	var claimed *callback.Log
+	var pending *store.Failure // the timed-out attempt the watchdog records
 	// The watchdog: the moment the deadline passes, the transaction is
-	// ended on the server and the attempt recorded as timed out, before
-	// anything else can claim the row, even while a handler that ignores
-	// its context still runs.
-	expired := func() {
-		mu.Lock()
-		cb := claimed
-		mu.Unlock()
-		if cb == nil || workCtx.Err() != nil || !errors.Is(txCtx.Err(), context.DeadlineExceeded) {
-			return // not claimed yet (nothing known to record), or a stopping worker
-		}
-		f := p.failure(cb, started, fmt.Errorf("handler timed out after %s", p.HandlerTimeout))
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(workCtx), 10*time.Second)
-		defer cancel()
-		stale, err := p.Store.RecordFailure(wctx, f)
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case err != nil:
-			r.expired.err = err
-		case stale:
-			r.expired.stale = true
-		default:
-			r.expired.failure = &f
-		}
+	// ended on the server and the attempt recorded as timed out, in a
+	// transaction that takes the row over as the expired one lets it go
+	// (so nothing else claims it in between), even while a handler that
+	// ignores its context still runs.
+	takeover := &store.Takeover{
+		Row: func() int64 {
+			mu.Lock()
+			defer mu.Unlock()
+			if claimed == nil || workCtx.Err() != nil || !errors.Is(txCtx.Err(), context.DeadlineExceeded) {
+				return 0 // not claimed yet (nothing known to record), or a stopping worker
+			}
+			return claimed.ID
+		},
+		Then: func(ctx context.Context, tx *store.Tx) error {
+			mu.Lock()
+			cb := claimed
+			mu.Unlock()
+			f := p.failure(cb, started, fmt.Errorf("handler timed out after %s", p.HandlerTimeout))
+			pending = &f
+			return p.Store.RecordFailureTx(ctx, tx, f)
+		},
+		Done: func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, store.ErrStale):
+				r.expired.stale = true
+			case err != nil:
+				r.expired.err = err
+			default:
+				r.expired.failure = pending
+			}
+		},
 	}
 	err := p.Store.InTxBounded(txCtx, func(tx *store.Tx) error {
 		cb, err := p.claim(txCtx, tx, logID)
@@ -246,7 +256,7 @@ func (p *Processor) runOnce(workCtx context.Context, logID int64, started time.T
 		}
 		r.rows = w.Rows()
 		return nil
-	}, expired)
+	}, takeover)
 	mu.Lock()
 	defer mu.Unlock()
 	r.err = err
