@@ -37,17 +37,21 @@ type batchAbort struct {
 }
 
 func (e *batchAbort) Error() string {
+	if e.logID == 0 {
+		return fmt.Sprintf("batch aborted: %v", e.err)
+	}
 	return fmt.Sprintf("batch aborted by callback %d: %v", e.logID, e.err)
 }
 func (e *batchAbort) Unwrap() error { return e.err }
 
 // batchRun is what one batch transaction did.
 type batchRun struct {
-	succeeded []callback.Log // committed SUCCESS, in id order
-	deferred  []callback.Log // an earlier callback of their key, or the key's lock, is elsewhere
-	held      []int64        // another transaction holds the row, or the key: run again later
-	skipped   []callback.Log // settled already (a redelivery), or not due (in its backoff)
-	rows      []outbox.Row   // every outbox row the batch wrote
+	succeeded []callback.Log   // committed SUCCESS, in id order
+	deferred  []callback.Log   // an earlier callback of their key, or the key's lock, is elsewhere
+	held      []int64          // another transaction holds the row, or the key: run again later
+	heldKinds map[int64]string // the kinds of those held by their key
+	skipped   []callback.Log   // settled already (a redelivery), or not due (in its backoff)
+	rows      []outbox.Row     // every outbox row the batch wrote
 	started   time.Time
 }
 
@@ -113,15 +117,20 @@ func (p *Processor) processChunk(workCtx context.Context, ids []int64, out map[i
 }
 
 // runBatch is the batch's transaction. The deadline is per callback: the
-// transaction gets HandlerTimeout for each callback it holds (each
-// handler call its own share, see runHandler and runBatchHandler), so a
-// batch of slow but healthy handlers commits; when it passes, the
-// transaction is ended on the server too (Store.InTxBounded).
+// transaction gets HandlerTimeout for each callback it holds, and each
+// handler call its own share (see runHandler and runBatchHandler), so a
+// batch of slow but healthy handlers commits. The moment a handler call
+// outlives its share, or the batch its whole, the transaction is ended on
+// the server too (Store.InTxBounded), even while a handler that ignores
+// its context still runs, and the batch runs one by one (a batchAbort),
+// where the slow callback's attempt is recorded as timed out.
 func (p *Processor) runBatch(workCtx context.Context, ids []int64) (*batchRun, error) {
 	p.Metrics.BatchSizes.Observe(float64(len(ids)))
 	r := &batchRun{started: time.Now().UTC()}
-	txCtx, cancel := context.WithTimeout(workCtx, p.HandlerTimeout*time.Duration(len(ids)))
+	deadlineCtx, cancel := context.WithTimeout(workCtx, p.HandlerTimeout*time.Duration(len(ids)))
 	defer cancel()
+	txCtx, abort := context.WithCancelCause(deadlineCtx)
+	defer abort(nil)
 	err := p.Store.InTxBounded(txCtx, func(tx *store.Tx) error {
 		*r = batchRun{started: r.started}
 		claimed, held, err := p.Store.ClaimCallbacksTx(txCtx, tx, ids)
@@ -133,7 +142,7 @@ func (p *Processor) runBatch(workCtx context.Context, ids []int64) (*batchRun, e
 		if err != nil {
 			return err
 		}
-		notes, rows, err := p.runHandlers(txCtx, tx, runnable, r.started)
+		notes, rows, err := p.runHandlers(txCtx, abort, tx, runnable, r.started)
 		if err != nil {
 			return err
 		}
@@ -159,6 +168,13 @@ func (p *Processor) runBatch(workCtx context.Context, ids []int64) (*batchRun, e
 		r.succeeded = runnable
 		return nil
 	}, nil) // past its deadline the batch runs one by one, each with its own
+	if err != nil && txCtx.Err() != nil && workCtx.Err() == nil {
+		// Whatever the statements said after the kill (a lost
+		// connection), the deadline ended the batch: never "database
+		// unavailable", or a handler that always outlives it would be
+		// requeued for ever without an attempt.
+		return r, &batchAbort{err: fmt.Errorf("batch ended at its deadline: %w (%w)", context.Cause(txCtx), err)}
+	}
 	return r, err
 }
 
@@ -234,7 +250,7 @@ func (p *Processor) claimBatch(ctx context.Context, tx *store.Tx, claimed []call
 // callback.BatchHandler handles all its callbacks of the batch in one call;
 // any other kind one callback at a time. The first failure ends the batch
 // (a batchAbort).
-func (p *Processor) runHandlers(txCtx context.Context, tx *store.Tx, runnable []callback.Log, started time.Time) ([]*string, []outbox.Row, error) {
+func (p *Processor) runHandlers(txCtx context.Context, abort context.CancelCauseFunc, tx *store.Tx, runnable []callback.Log, started time.Time) ([]*string, []outbox.Row, error) {
 	notes := make([]*string, len(runnable))
 	rows := make([][]outbox.Row, len(runnable))
 	var kinds []string
@@ -250,13 +266,13 @@ func (p *Processor) runHandlers(txCtx context.Context, tx *store.Tx, runnable []
 		idx := byKind[kind]
 		h, _ := p.Registry.Handler(kind)
 		if bh, ok := h.(callback.BatchHandler); ok && len(idx) > 1 {
-			if err := p.runBatchHandler(txCtx, tx, bh, runnable, idx, started, notes, rows); err != nil {
+			if err := p.runBatchHandler(txCtx, abort, tx, bh, runnable, idx, started, notes, rows); err != nil {
 				return nil, nil, err
 			}
 			continue
 		}
 		for _, i := range idx {
-			r, note, err := p.runHandler(txCtx, tx, &runnable[i], started)
+			r, note, err := p.runHandler(txCtx, abort, tx, &runnable[i], started)
 			if err != nil {
 				return nil, nil, &batchAbort{logID: runnable[i].ID, err: err}
 			}
@@ -269,7 +285,7 @@ func (p *Processor) runHandlers(txCtx context.Context, tx *store.Tx, runnable []
 // runBatchHandler runs h over the callbacks runnable[idx...] of its kind
 // with one call, each callback in its own span and with its own outbox
 // writer, and fills their notes and rows.
-func (p *Processor) runBatchHandler(txCtx context.Context, tx *store.Tx, h callback.BatchHandler, runnable []callback.Log, idx []int,
+func (p *Processor) runBatchHandler(txCtx context.Context, abort context.CancelCauseFunc, tx *store.Tx, h callback.BatchHandler, runnable []callback.Log, idx []int,
 	started time.Time, notes []*string, rows [][]outbox.Row) error {
 	cbs := make([]*callback.Log, len(idx))
 	outs := make([]callback.Outbox, len(idx))
@@ -287,6 +303,7 @@ func (p *Processor) runBatchHandler(txCtx context.Context, tx *store.Tx, h callb
 	budget := p.HandlerTimeout * time.Duration(len(idx))
 	handlerCtx, cancel := context.WithTimeout(txCtx, budget)
 	defer cancel()
+	defer abortAtDeadline(handlerCtx, abort, fmt.Errorf("handlers timed out after %s", budget))()
 	errs := safeHandleBatch(handlerCtx, h, tx, cbs, outs)
 	for j, i := range idx {
 		note, err := noteOf(errs[j])
@@ -304,7 +321,7 @@ func (p *Processor) runBatchHandler(txCtx context.Context, tx *store.Tx, h callb
 // runHandler runs cb's handler in the batch's transaction, within
 // HandlerTimeout, and returns the outbox rows it wrote. A handler that
 // outlives its time fails the batch even if it returns nil.
-func (p *Processor) runHandler(txCtx context.Context, tx *store.Tx, cb *callback.Log, started time.Time) ([]outbox.Row, *string, error) {
+func (p *Processor) runHandler(txCtx context.Context, abort context.CancelCauseFunc, tx *store.Tx, cb *callback.Log, started time.Time) ([]outbox.Row, *string, error) {
 	h, ok := p.Registry.Handler(cb.Kind)
 	if !ok {
 		return nil, nil, callback.Permanentf("no handler for kind %q", cb.Kind)
@@ -313,6 +330,7 @@ func (p *Processor) runHandler(txCtx context.Context, tx *store.Tx, cb *callback
 	defer end()
 	handlerCtx, cancel := context.WithTimeout(spanCtx, p.HandlerTimeout)
 	defer cancel()
+	defer abortAtDeadline(handlerCtx, abort, fmt.Errorf("handler of callback log %d timed out after %s", cb.ID, p.HandlerTimeout))()
 	w := outbox.NewWriter(p.Store, tx, p.Exchange, cb, tracing.TraceParent(handlerCtx), started)
 	note, err := safeHandle(handlerCtx, h, tx, cb, w)
 	if err != nil {
@@ -411,4 +429,17 @@ func uniqueSorted(ids []int64) []int64 {
 	out := slices.Clone(ids)
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// abortAtDeadline ends the batch (abort, with cause) the moment
+// handlerCtx's own deadline passes, rather than when the handler returns,
+// which a handler that ignores its context may never do in time. It
+// returns the function that stops watching.
+func abortAtDeadline(handlerCtx context.Context, abort context.CancelCauseFunc, cause error) (stop func()) {
+	unwatch := context.AfterFunc(handlerCtx, func() {
+		if errors.Is(handlerCtx.Err(), context.DeadlineExceeded) {
+			abort(cause)
+		}
+	})
+	return func() { unwatch() }
 }

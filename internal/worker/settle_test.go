@@ -257,6 +257,68 @@ func TestSlowButHealthyBatchCommits(t *testing.T) {
 	require.Zero(t, testutil.CollectAndCount(m.BatchFallbacks), "no batch fell back")
 }
 
+// TestStubbornHandlerEndsItsBatchAtItsDeadline: in a batch of eight
+// callbacks (a whole of eight handler timeouts), the first handler ignores
+// its context and sleeps six timeouts. The batch's transaction is ended on
+// the server when that handler's own deadline passes, not when it returns
+// or when the batch's whole runs out: the batch's rows are free within a
+// few seconds. The batch then runs one by one, and every callback ends
+// SUCCESS with its effect once.
+func TestStubbornHandlerEndsItsBatchAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast, func(c *config.Config) { c.Worker.HandlerTimeout = time.Second })
+	st := testenv.Store(t, cfg)
+	_, err := st.SQL.Exec(`CREATE TABLE stubborn_effects (log_id BIGINT NOT NULL) ENGINE=InnoDB`)
+	require.NoError(t, err)
+	keys := []string{"ORD-B1", "ORD-B2", "ORD-B3", "ORD-B4", "ORD-B5", "ORD-B6", "ORD-B7", "ORD-B8"}
+	ids := storeOnly(t, st, "stubborn", keys...)
+	var first atomic.Bool
+	started := make(chan time.Time, 1)
+	testenv.StartWorker(t, cfg, worker.Options{Registry: registry(func(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
+		if cb.ID == ids[0] && first.CompareAndSwap(false, true) {
+			started <- time.Now()
+			time.Sleep(6 * time.Second) // ignores its context
+		}
+		return tx.Exec(`INSERT INTO stubborn_effects VALUES (?)`, cb.ID).Error
+	})})
+	announceIDs(t, cfg, ids)
+	var begun time.Time
+	select {
+	case begun = <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the batch never started")
+	}
+	free := func() bool {
+		tx, err := st.SQL.BeginTx(t.Context(), nil)
+		if err != nil {
+			return false
+		}
+		defer func() { _ = tx.Rollback() }()
+		rows, err := tx.Query(`SELECT id FROM callback_log WHERE id IN (?, ?, ?, ?, ?, ?, ?, ?) FOR UPDATE NOWAIT`,
+			ids[0], ids[1], ids[2], ids[3], ids[4], ids[5], ids[6], ids[7])
+		if err != nil {
+			return false
+		}
+		defer func() { _ = rows.Close() }()
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		// A lock the server meets while it reads the rows is an error of
+		// the rows, not of the query.
+		return rows.Err() == nil && n == len(ids)
+	}
+	require.Eventually(t, free, 20*time.Second, 20*time.Millisecond)
+	require.Less(t, time.Since(begun), 4*time.Second, "the batch's rows were freed at the handler's deadline, not when it returned (6 s)")
+	for _, id := range ids {
+		row := st.WaitStatus(t, id, callback.StatusSuccess)
+		require.Equal(t, 1, row.Attempts)
+		var n int
+		require.NoError(t, st.SQL.QueryRow(`SELECT COUNT(*) FROM stubborn_effects WHERE log_id = ?`, id).Scan(&n))
+		require.Equal(t, 1, n, "callback %d: its effect once", id)
+	}
+}
+
 // TestLockWaitInAHandlerIsNoAttempt: a handler waits for a row another
 // session holds for longer than the handler timeout. The server gives the
 // wait up first (the worker's sessions wait half the handler timeout):
