@@ -234,6 +234,10 @@ func (p *Processor) claimBatch(ctx context.Context, tx *store.Tx, claimed []call
 		case skip(&cb):
 		case turn[cb.ID] && busy[store.KeyOf(&cb)]:
 			r.held = append(r.held, cb.ID) // runs again after a pause, see errKeyBusy
+			if r.heldKinds == nil {
+				r.heldKinds = map[int64]string{}
+			}
+			r.heldKinds[cb.ID] = cb.Kind
 		case turn[cb.ID]:
 			runnable = append(runnable, cb)
 		default:
@@ -387,7 +391,12 @@ func (p *Processor) settleBatch(workCtx context.Context, r *batchRun, out map[in
 		out[cb.ID] = Ack
 	}
 	for _, id := range r.held {
-		out[id] = Requeue // announced again, alone, after a pause
+		out[id] = Held // announced again, alone, after a pause
+		kind := r.heldKinds[id]
+		if kind == "" {
+			kind = "unknown" // its row held: not read
+		}
+		p.Metrics.Processed.WithLabelValues(kind, "held").Inc()
 	}
 	for _, cb := range r.succeeded {
 		if p.Hooks.BeforeAck != nil {

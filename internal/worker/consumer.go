@@ -62,6 +62,15 @@ func (c *consumer) consumeOn(ctx, workCtx context.Context, conn *amqp.Connection
 	var inflight sync.WaitGroup
 	defer ch.Close()
 	defer inflight.Wait()
+	// later runs f after the requeue pause, off the worker's slots, on
+	// this channel (its acks count as in flight).
+	later := func(f func()) {
+		inflight.Add(1)
+		time.AfterFunc(requeuePause, func() {
+			defer inflight.Done()
+			f()
+		})
+	}
 	if err := ch.Qos(c.prefetch, 0, false); err != nil {
 		return err
 	}
@@ -100,7 +109,7 @@ func (c *consumer) consumeOn(ctx, workCtx context.Context, conn *amqp.Connection
 		go func() {
 			defer inflight.Done()
 			defer func() { <-sem }()
-			c.handle(workCtx, batch)
+			c.handle(workCtx, batch, later)
 		}()
 	}
 }
@@ -158,13 +167,14 @@ func announcedCount(body []byte) int {
 // handle processes the callbacks of a batch of deliveries and settles each
 // delivery, each callback on its own: a delivery whose callbacks are all
 // done for now is acked; one whose callbacks could none be recorded (the
-// database away, a stopping worker) goes back to the broker after a pause;
-// one with some of each is acked and only the callbacks that must run
-// again are announced again (after the pause), so their message-mates are
-// not delivered again. (A mate that did come again would be skipped: a
+// database away, a stopping worker) goes back to the broker after a pause
+// that holds the slot; otherwise only the callbacks that must run again
+// are announced again, after the pause (later: the slot is free
+// meanwhile), and the delivery is acked, so their message-mates are not
+// delivered again. (A mate that did come again would be skipped: a
 // settled callback is terminal, a retrying one not due before its
 // backoff.)
-func (c *consumer) handle(ctx context.Context, batch []amqp.Delivery) {
+func (c *consumer) handle(ctx context.Context, batch []amqp.Delivery, later func(func())) {
 	perDelivery := make([][]int64, len(batch))
 	var all []int64
 	for i, d := range batch {
@@ -198,29 +208,53 @@ func (c *consumer) handle(ctx context.Context, batch []amqp.Delivery) {
 			continue
 		}
 		var again []int64
+		away := false
 		for _, id := range perDelivery[i] {
-			if results[id] != Ack {
-				again = append(again, id)
+			switch results[id] {
+			case Ack:
+				continue
+			case Requeue:
+				away = true
 			}
+			again = append(again, id)
 		}
 		switch {
-		case len(again) == len(perDelivery[i]):
+		case len(again) == 0:
+			c.ack(d)
+		case away && len(again) == len(perDelivery[i]):
+			// None of its callbacks could be recorded, the database away
+			// for them: the message goes back after a pause that holds
+			// the slot, so a worker without its database slows down.
 			pause()
 			_ = d.Nack(false, true)
-			continue
-		case len(again) > 0:
-			pause()
-			if !c.proc.Announcer.Announce(broker.Announcement{LogIDs: again, Kind: c.kind}) {
-				// Not taken (a stopping worker): the whole message goes
-				// back; its settled mates will be skipped.
-				_ = d.Nack(false, true)
-				continue
-			}
+		default:
+			// Only the callbacks that must run again are announced again,
+			// alone, after a pause (their row or key held by another
+			// transaction, or the database away for them); the slot is
+			// free meanwhile. The message is acked then: its mates'
+			// outcomes stand.
+			later(func() { c.announceAgain(d, again) })
 		}
-		if err := d.Ack(false); err != nil {
-			// The channel is gone; the broker redelivers and idempotency
-			// absorbs it.
-			c.logger.Debug("worker: ack failed", "log_ids", len(perDelivery[i]), "error", err)
-		}
+	}
+}
+
+// announceAgain announces ids again and acks the delivery that carried
+// them with its settled mates, or, when the announcer does not take them
+// (its buffer full, a stopping worker), sends the whole message back: its
+// settled mates will be skipped.
+func (c *consumer) announceAgain(d amqp.Delivery, ids []int64) {
+	trace, _ := d.Headers["traceparent"].(string)
+	if !c.proc.Announcer.Announce(broker.Announcement{LogIDs: ids, Kind: c.kind, TraceParent: trace}) {
+		_ = d.Nack(false, true)
+		return
+	}
+	c.ack(d)
+}
+
+func (c *consumer) ack(d amqp.Delivery) {
+	if err := d.Ack(false); err != nil {
+		// The channel is gone; the broker redelivers and idempotency
+		// absorbs it.
+		c.logger.Debug("worker: ack failed", "error", err)
 	}
 }

@@ -29,6 +29,10 @@ const (
 	// Requeue: the database is unavailable; nothing was recorded and the
 	// message goes back to the broker for later.
 	Requeue
+	// Held: another transaction holds the callback's row or its key right
+	// now; nothing was recorded and it runs again after a pause, alone,
+	// without holding a worker slot meanwhile.
+	Held
 )
 
 // Announcer queues a log id for the workers without blocking.
@@ -353,19 +357,24 @@ func (p *Processor) settle(workCtx context.Context, logID int64, r *run, started
 		return Ack
 	case errors.Is(r.err, errKeyBusy):
 		logger.DebugContext(logCtx, "worker: key busy, callback runs again after a pause")
-		p.Metrics.Processed.WithLabelValues(cb.Kind, "deferred").Inc()
-		return Requeue
+		p.Metrics.Processed.WithLabelValues(cb.Kind, "held").Inc()
+		return Held
 	case workCtx.Err() != nil:
 		// A stopping worker gave up on this callback: it was not the
 		// callback's fault, nothing is recorded, the message goes back.
 		logger.InfoContext(logCtx, "worker: callback interrupted by shutdown, message returned", "error", r.err)
 		return Requeue
-	case cb.ID == 0 && (r.timedOut || store.IsTransient(r.err)):
-		// The claim could not read the row before its deadline or the
-		// server's lock wait ended (another transaction held it):
-		// nothing is known of the callback, so nothing is recorded, and
-		// it alone runs again.
-		logger.InfoContext(logCtx, "worker: claim waited for another transaction, callback runs again", "error", r.err)
+	case cb.ID == 0:
+		// The claim could not read the row (another transaction holds
+		// it: a duplicate delivery at work; or the statement failed):
+		// nothing is known of the callback, so nothing is recorded, never
+		// "settled by another delivery", and it alone runs again.
+		if errors.Is(r.err, store.ErrLockNotAvailable) {
+			logger.DebugContext(logCtx, "worker: callback held by another transaction, runs again after a pause")
+			p.Metrics.Processed.WithLabelValues(kindOf(cb), "held").Inc()
+			return Held
+		}
+		logger.WarnContext(logCtx, "worker: could not claim the callback, runs again after a pause", "error", r.err)
 		return Requeue
 	case r.timedOut:
 		// The watchdog recorded the attempt when the deadline passed.

@@ -218,13 +218,17 @@ func TestClaimThatWaitsIsNotAnAttempt(t *testing.T) {
 		st := testenv.Store(t, cfg)
 		ids := storeOnly(t, st, fmt.Sprintf("held%d", bs), "ORD-HELD", "ORD-FREE")
 		release := holdRow(t, st, ids[0])
-		testenv.StartWorker(t, cfg, worker.Options{Registry: registry(func(context.Context, *gorm.DB, *callback.Log, callback.Outbox) error {
+		m := metrics.New("worker")
+		testenv.StartWorker(t, cfg, worker.Options{Metrics: m, Registry: registry(func(context.Context, *gorm.DB, *callback.Log, callback.Outbox) error {
 			return nil
 		})})
 		announceIDs(t, cfg, ids)
 
 		st.WaitStatus(t, ids[1], callback.StatusSuccess) // its mate is not held up
-		time.Sleep(3 * time.Second)                      // several claims of the held row time out
+		// Several claims find the row held (they never wait for it) and
+		// run it again after a pause.
+		require.Eventually(t, func() bool { return testutil.ToFloat64(m.Processed.WithLabelValues("unknown", "held")) >= 2 },
+			20*time.Second, 50*time.Millisecond, "the held row was met, more than once")
 		require.Empty(t, attemptsOf(t, st, ids[0]), "waiting for a row is no attempt")
 		release()
 		row := st.WaitStatus(t, ids[0], callback.StatusSuccess)
@@ -408,13 +412,15 @@ func TestKeyHolderThatRollsBackHoldsNoOneUp(t *testing.T) {
 		require.NoError(t, holder.QueryRow(`SELECT business_key FROM callback_key WHERE kind = 'payment' AND business_key = ? FOR UPDATE`, key).Scan(&k))
 
 		var runs atomic.Int32
-		testenv.StartWorker(t, cfg, worker.Options{Registry: registry(func(context.Context, *gorm.DB, *callback.Log, callback.Outbox) error {
+		m := metrics.New("worker")
+		testenv.StartWorker(t, cfg, worker.Options{Metrics: m, Registry: registry(func(context.Context, *gorm.DB, *callback.Log, callback.Outbox) error {
 			runs.Add(1)
 			return nil
 		})})
 		ids := storeOnly(t, st, fmt.Sprintf("holder%d", bs), key)
 		announceIDs(t, cfg, ids)
-		time.Sleep(1500 * time.Millisecond) // the worker finds the key held, at least once
+		require.Eventually(t, func() bool { return testutil.ToFloat64(m.Processed.WithLabelValues("payment", "held")) >= 1 },
+			20*time.Second, 50*time.Millisecond, "the worker found the key held")
 		cb, err := st.GetCallback(t.Context(), ids[0])
 		require.NoError(t, err)
 		require.Equal(t, callback.StatusPending, cb.Status, "the key is held")
