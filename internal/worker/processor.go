@@ -430,7 +430,9 @@ func (p *Processor) failure(cb *callback.Log, started time.Time, cause error) st
 		f.Final = true
 		f.Attempt.Outcome = callback.OutcomeFailed
 	} else if d, ok := callback.RetryDelay(cause); ok {
-		f.NextAttemptAt = finished.Add(d)
+		// At most the source's longest backoff: the stuck job takes a
+		// next attempt further away than that for a clock gone wrong.
+		f.NextAttemptAt = finished.Add(min(d, retry.Max))
 	} else {
 		f.NextAttemptAt = finished.Add(Backoff(retry, attempt))
 	}

@@ -183,6 +183,33 @@ func TestRetryAfterSetsTheNextAttempt(t *testing.T) {
 	require.False(t, att[1].StartedAt.Before(att[0].FinishedAt.Add(300*time.Millisecond)), "not before the delay asked for")
 }
 
+// TestRetryAfterAtMostTheSourcesMax: a delay asked for beyond the source's
+// retry.max is cut to it, so the stuck job, which takes a next attempt
+// further away than the longest backoff for a clock gone wrong, never
+// undoes it and runs the callback early.
+func TestRetryAfterAtMostTheSourcesMax(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast, func(c *config.Config) {
+		c.Sources[0].Retry = source.Retry{MaxAttempts: 3, Initial: time.Minute, Max: 2 * time.Minute}
+		c.Scheduler.Stuck.Interval = 200 * time.Millisecond
+	})
+	st := testenv.Store(t, cfg)
+	testenv.StartWorker(t, cfg, worker.Options{Registry: registry(func(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
+		return callback.RetryAfter(time.Hour, fmt.Errorf("the platform asked us to come back in an hour"))
+	})})
+	id := announceDirect(t, cfg, st, "later-max", "ORD-LATER-MAX")
+	row := waitRow(t, st, id, "its first attempt recorded", func(l *callback.Log) bool { return l.Attempts == 1 })
+	require.NotNil(t, row.RetryAfter)
+	att := attemptsOf(t, st, id)
+	require.Len(t, att, 1)
+	require.WithinDuration(t, att[0].FinishedAt.Add(2*time.Minute), *row.RetryAfter, time.Second, "an hour cut to retry.max")
+	time.Sleep(2 * time.Second) // the stuck job runs every 200 ms here
+	again, err := st.GetCallback(t.Context(), id)
+	require.NoError(t, err)
+	require.Equal(t, 1, again.Attempts, "not run again early")
+	require.WithinDuration(t, *row.RetryAfter, *again.RetryAfter, time.Millisecond, "the stuck job left the backoff alone")
+}
+
 // holdRow locks callback_log row id in a transaction of the test's own
 // until release is called.
 func holdRow(t *testing.T, st *testenv.TestStore, id int64) (release func()) {
