@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
 
 	"callgate/internal/callback"
 	"callgate/internal/config"
@@ -148,10 +149,30 @@ func TestLockKeysRefreshesKeysInUse(t *testing.T) {
 // passes, the takeover's transaction gets the callback's row the moment
 // the expired transaction lets it go. Another session trying to lock the
 // row without waiting (as the worker's claims do), as fast as it can, only
-// ever finds it after the takeover committed what it records.
+// ever finds it after the takeover committed what it records; whether the
+// expired transaction was running a statement on the server or idle
+// (a handler busy elsewhere, ignoring its context), which database/sql
+// would roll back the moment the context ended.
 func TestTakeoverHoldsTheRowBeforeAnyoneElse(t *testing.T) {
 	t.Parallel()
-	cfg := testenv.Config(t)
+	for _, c := range []struct {
+		name string
+		busy func(ctx context.Context, g *gorm.DB) error
+	}{
+		{"statement", func(ctx context.Context, g *gorm.DB) error { return g.Exec(`SELECT SLEEP(5)`).Error }},
+		{"idle", func(context.Context, *gorm.DB) error { time.Sleep(3 * time.Second); return nil }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			testTakeover(t, c.busy)
+		})
+	}
+}
+
+func testTakeover(t *testing.T, busy func(ctx context.Context, g *gorm.DB) error) {
+	// The sessions' lock wait as short as a worker with a 2 s handler
+	// timeout has it: the takeover's own wait must not be that one.
+	cfg := testenv.Config(t, func(c *config.Config) { c.MySQL.LockWaitTimeout = time.Second })
 	st := testenv.Store(t, cfg)
 	res, err := st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: "takeover", BusinessKey: "ORD-T",
 		Payload: []byte(`{}`), ReceivedAt: time.Now().UTC()})
@@ -187,7 +208,7 @@ func TestTakeoverHoldsTheRowBeforeAnyoneElse(t *testing.T) {
 			return err
 		}
 		close(locked)
-		return g.Exec(`SELECT SLEEP(5)`).Error
+		return busy(ctx, g)
 	}, &store.Takeover{
 		Row: func() int64 { return id },
 		Then: func(ctx context.Context, tx *store.Tx) error {

@@ -34,6 +34,11 @@ import (
 type Store struct {
 	db  *gorm.DB
 	sql *sql.DB
+	// ctl and ctlSQL are the control pool: a few connections of their own
+	// for ending expired transactions and taking their rows over
+	// (InTxBounded), whatever the main pool is doing.
+	ctl    *gorm.DB
+	ctlSQL *sql.DB
 }
 
 // NormalizeDSN forces the settings callgate relies on: times parsed as UTC,
@@ -83,15 +88,10 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("invalid mysql.dsn: %w", err)
 	}
 	sqlDB := sql.OpenDB(session{Connector: connector, lockWait: cfg.LockWaitTimeout})
-	db, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: sqlDB, SkipInitializeWithVersion: true}), &gorm.Config{
-		Logger:                 logger.Discard,
-		SkipDefaultTransaction: true,
-		DisableAutomaticPing:   true,
-		PrepareStmt:            false,
-	})
+	db, err := openGorm(sqlDB)
 	if err != nil {
 		_ = sqlDB.Close()
-		return nil, fmt.Errorf("error opening database: %w", err)
+		return nil, err
 	}
 	if err := markErrors(db); err != nil {
 		_ = sqlDB.Close()
@@ -101,7 +101,35 @@ func Open(cfg Config) (*Store, error) {
 	sqlDB.SetMaxIdleConns(cfg.MaxIdleConns)
 	sqlDB.SetConnMaxLifetime(cfg.ConnMaxLifetime)
 	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
-	return &Store{db: db, sql: sqlDB}, nil
+	ctlSQL := sql.OpenDB(session{Connector: connector, lockWait: takeoverLockWait})
+	ctlSQL.SetMaxOpenConns(ctlConns)
+	ctlSQL.SetMaxIdleConns(1)
+	ctlSQL.SetConnMaxIdleTime(time.Minute)
+	ctl, err := openGorm(ctlSQL)
+	if err != nil {
+		_ = sqlDB.Close()
+		_ = ctlSQL.Close()
+		return nil, err
+	}
+	return &Store{db: db, sql: sqlDB, ctl: ctl, ctlSQL: ctlSQL}, nil
+}
+
+// ctlConns bounds the control pool: each takeover holds one connection
+// for its transaction and uses one for its poll and kill, for a fraction
+// of a second.
+const ctlConns = 8
+
+func openGorm(sqlDB *sql.DB) (*gorm.DB, error) {
+	db, err := gorm.Open(gormmysql.New(gormmysql.Config{Conn: sqlDB, SkipInitializeWithVersion: true}), &gorm.Config{
+		Logger:                 logger.Discard,
+		SkipDefaultTransaction: true,
+		DisableAutomaticPing:   true,
+		PrepareStmt:            false,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error opening database: %w", err)
+	}
+	return db, nil
 }
 
 // markErrors wraps in a DBError the error of a statement run through db
@@ -146,7 +174,7 @@ func SetDriverLogger(log *slog.Logger) {
 }
 
 // Close releases the pool.
-func (s *Store) Close() error { return s.sql.Close() }
+func (s *Store) Close() error { return errors.Join(s.sql.Close(), s.ctlSQL.Close()) }
 
 // Ping checks that MySQL answers.
 func (s *Store) Ping(ctx context.Context) error {
@@ -356,8 +384,12 @@ func (s *Store) InTxBounded(ctx context.Context, fn func(tx *Tx) error, t *Takeo
 			}
 			s.takeOver(row, id, t)
 		})
-		txErr = g.Transaction(func(tg *gorm.DB) error {
-			fnErr = fn(&Tx{g: tg})
+		// BEGIN on a context that never ends: database/sql rolls a
+		// transaction back the moment its context ends, which would let the
+		// row go before the takeover is queued for it. fn's statements get
+		// ctx; the server-side end is the kill's.
+		txErr = g.WithContext(context.WithoutCancel(ctx)).Transaction(func(tg *gorm.DB) error {
+			fnErr = fn(&Tx{g: tg.WithContext(ctx)})
 			return fnErr
 		})
 		if !stop() {
@@ -384,12 +416,18 @@ func (s *Store) InTxBounded(ctx context.Context, fn func(tx *Tx) error, t *Takeo
 // queued behind the expired transaction before it kills that anyway.
 const takeoverQueued = time.Second
 
+// takeoverLockWait is the control sessions' innodb_lock_wait_timeout: a
+// takeover's locking read waits through the poll, the kill and the
+// expired transaction's rollback.
+const takeoverLockWait = 15 * time.Second
+
 // takeOver queues a transaction for the lock of callback_log row, kills
 // the server thread that holds it, runs t.Then in the queued transaction
 // once InnoDB grants it the row, and tells t.Done how it ended. When the
-// row was not held at all, Then simply runs.
+// row was not held at all, Then simply runs. It runs on the control pool,
+// so a worker pool taken up by expired transactions cannot stall it.
 func (s *Store) takeOver(row, thread int64, t *Takeover) {
-	ctx, cancel := context.WithTimeout(context.Background(), killWait+takeoverQueued+10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), takeoverQueued+killWait+takeoverLockWait)
 	defer cancel()
 	queued := make(chan int64, 1) // the queued transaction's thread
 	killed := make(chan struct{})
@@ -400,43 +438,56 @@ func (s *Store) takeOver(row, thread int64, t *Takeover) {
 		case waiter = <-queued:
 		case <-ctx.Done():
 		}
-		// Until the server shows the request waiting, the kill could let
-		// the row go before it is queued.
-		deadline := time.Now().Add(takeoverQueued)
-		for waiter != 0 && time.Now().Before(deadline) {
-			var n int
-			err := s.sql.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'`, waiter).Scan(&n)
-			if err != nil || n > 0 {
-				break
-			}
-			time.Sleep(2 * time.Millisecond)
+		if waiter != 0 {
+			s.awaitLockWait(ctx, waiter)
 		}
 		s.killThread(thread)
 	}()
-	err := s.InTx(ctx, func(tx *Tx) error {
+	err := s.ctl.WithContext(ctx).Transaction(func(g *gorm.DB) error {
 		var waiter int64
-		if err := tx.g.WithContext(ctx).Raw(`SELECT CONNECTION_ID()`).Scan(&waiter).Error; err != nil {
-			queued <- 0
+		if err := g.Raw(`SELECT CONNECTION_ID()`).Scan(&waiter).Error; err != nil {
 			return err
 		}
 		queued <- waiter
 		var ids []int64
-		if err := tx.g.WithContext(ctx).Raw(`SELECT id FROM callback_log WHERE id = ? FOR UPDATE`, row).Scan(&ids).Error; err != nil {
+		if err := g.Raw(`SELECT id FROM callback_log WHERE id = ? FOR UPDATE`, row).Scan(&ids).Error; err != nil {
 			return err
 		}
 		<-killed // the expired transaction is gone from the server
 		if t.Then == nil {
 			return nil
 		}
-		return t.Then(ctx, tx)
+		return t.Then(ctx, &Tx{g: g})
 	})
 	select {
-	case queued <- 0: // fn never ran: kill without a queued request
+	case queued <- 0: // the transaction never got that far: kill at once
 	default:
 	}
 	<-killed
 	if t.Done != nil {
-		t.Done(err)
+		t.Done(translate(err))
+	}
+}
+
+// awaitLockWait returns once the server shows the transaction of thread
+// waiting for a lock, or after takeoverQueued. InnoDB's view of its
+// transactions is a cache refreshed only when no one read it for 0.1 s,
+// hence the pace; without the PROCESS privilege the view is refused and
+// a fixed pause stands in for it.
+func (s *Store) awaitLockWait(ctx context.Context, thread int64) {
+	deadline := time.Now().Add(takeoverQueued)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		var n int
+		err := s.ctlSQL.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.INNODB_TRX
+			WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'`, thread).Scan(&n)
+		if err != nil {
+			time.Sleep(200 * time.Millisecond)
+			return
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(110 * time.Millisecond)
 	}
 }
 
@@ -451,10 +502,10 @@ func (s *Store) killThread(id int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), killWait)
 	defer cancel()
 	// 1094 (unknown thread): it ended already.
-	_, _ = s.sql.ExecContext(ctx, "KILL CONNECTION "+strconv.FormatInt(id, 10))
+	_, _ = s.ctlSQL.ExecContext(ctx, "KILL CONNECTION "+strconv.FormatInt(id, 10))
 	for ctx.Err() == nil {
 		var n int
-		if err := s.sql.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?`, id).Scan(&n); err != nil || n == 0 {
+		if err := s.ctlSQL.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?`, id).Scan(&n); err != nil || n == 0 {
 			return
 		}
 		select {
