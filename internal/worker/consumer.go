@@ -62,15 +62,6 @@ func (c *consumer) consumeOn(ctx, workCtx context.Context, conn *amqp.Connection
 	var inflight sync.WaitGroup
 	defer ch.Close()
 	defer inflight.Wait()
-	// later runs f after the requeue pause, off the worker's slots, on
-	// this channel (its acks count as in flight).
-	later := func(f func()) {
-		inflight.Add(1)
-		time.AfterFunc(requeuePause, func() {
-			defer inflight.Done()
-			f()
-		})
-	}
 	if err := ch.Qos(c.prefetch, 0, false); err != nil {
 		return err
 	}
@@ -109,7 +100,7 @@ func (c *consumer) consumeOn(ctx, workCtx context.Context, conn *amqp.Connection
 		go func() {
 			defer inflight.Done()
 			defer func() { <-sem }()
-			c.handle(workCtx, batch, later)
+			c.handle(workCtx, batch)
 		}()
 	}
 }
@@ -168,13 +159,13 @@ func announcedCount(body []byte) int {
 // delivery, each callback on its own: a delivery whose callbacks are all
 // done for now is acked; one whose callbacks could none be recorded (the
 // database away, a stopping worker) goes back to the broker after a pause
-// that holds the slot; otherwise only the callbacks that must run again
-// are announced again, after the pause (later: the slot is free
-// meanwhile), and the delivery is acked, so their message-mates are not
-// delivered again. (A mate that did come again would be skipped: a
+// that holds the slot; otherwise the delivery is acked and only the
+// callbacks that must run again are announced again, after the pause
+// (the slot free meanwhile), so their message-mates are not delivered
+// again. (A mate that did come again would be skipped: a
 // settled callback is terminal, a retrying one not due before its
 // backoff.)
-func (c *consumer) handle(ctx context.Context, batch []amqp.Delivery, later func(func())) {
+func (c *consumer) handle(ctx context.Context, batch []amqp.Delivery) {
 	perDelivery := make([][]int64, len(batch))
 	var all []int64
 	for i, d := range batch {
@@ -228,27 +219,24 @@ func (c *consumer) handle(ctx context.Context, batch []amqp.Delivery, later func
 			pause()
 			_ = d.Nack(false, true)
 		default:
-			// Only the callbacks that must run again are announced again,
-			// alone, after a pause (their row or key held by another
-			// transaction, or the database away for them); the slot is
-			// free meanwhile. The message is acked then: its mates'
-			// outcomes stand.
-			later(func() { c.announceAgain(d, again) })
+			// The message is acked now (its mates' outcomes stand, and
+			// its prefetch credit comes back); only the callbacks that
+			// must run again are announced again, alone, after a pause
+			// (their row or key held by another transaction, or the
+			// database away for them), without holding a slot meanwhile.
+			// Their rows stay PENDING: should that announcement be lost
+			// (a worker that dies within the second), the compensation
+			// job announces them.
+			c.ack(d)
+			trace, _ := d.Headers["traceparent"].(string)
+			an := broker.Announcement{LogIDs: again, Kind: c.kind, TraceParent: trace}
+			time.AfterFunc(requeuePause, func() {
+				if !c.proc.Announcer.Announce(an) {
+					c.logger.Warn("worker: could not announce callbacks again, left to the compensation job", "log_ids", again)
+				}
+			})
 		}
 	}
-}
-
-// announceAgain announces ids again and acks the delivery that carried
-// them with its settled mates, or, when the announcer does not take them
-// (its buffer full, a stopping worker), sends the whole message back: its
-// settled mates will be skipped.
-func (c *consumer) announceAgain(d amqp.Delivery, ids []int64) {
-	trace, _ := d.Headers["traceparent"].(string)
-	if !c.proc.Announcer.Announce(broker.Announcement{LogIDs: ids, Kind: c.kind, TraceParent: trace}) {
-		_ = d.Nack(false, true)
-		return
-	}
-	c.ack(d)
 }
 
 func (c *consumer) ack(d amqp.Delivery) {

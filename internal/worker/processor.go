@@ -374,8 +374,16 @@ func (p *Processor) settle(workCtx context.Context, logID int64, r *run, started
 			p.Metrics.Processed.WithLabelValues(kindOf(cb), "held").Inc()
 			return Held
 		}
-		logger.WarnContext(logCtx, "worker: could not claim the callback, runs again after a pause", "error", r.err)
-		return Requeue
+		if r.timedOut || store.IsUnavailable(r.err) || store.IsTransient(r.err) {
+			logger.WarnContext(logCtx, "worker: could not claim the callback, runs again after a pause", "error", r.err)
+			return Requeue
+		}
+		// A claim the database refused for good (a row that cannot be
+		// read): running it again at once would loop. The row stays
+		// PENDING for the compensation job, and the error is for us.
+		logger.ErrorContext(logCtx, "worker: could not claim the callback, left to the compensation job", "error", r.err)
+		p.Metrics.Processed.WithLabelValues(kindOf(cb), "unclaimable").Inc()
+		return Ack
 	case r.timedOut:
 		// The watchdog recorded the attempt when the deadline passed.
 		switch e := r.expired; {
@@ -383,7 +391,11 @@ func (p *Processor) settle(workCtx context.Context, logID int64, r *run, started
 			p.afterFailure(workCtx, logCtx, cb, started, e.failure)
 			return Ack
 		case e.stale:
-			logger.InfoContext(logCtx, "worker: callback settled by another delivery meanwhile")
+			// Its row changed: another delivery settled it, or this
+			// transaction's COMMIT reached the server just as the deadline
+			// passed. The relay publishes what it wrote; wake its key.
+			logger.InfoContext(logCtx, "worker: callback settled meanwhile (another delivery, or its commit at the deadline)")
+			p.wakeNext(workCtx, cb)
 			return Ack
 		default:
 			logger.WarnContext(logCtx, "worker: could not record the timed-out attempt, callback runs again", "error", e.err)
