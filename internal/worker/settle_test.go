@@ -100,14 +100,8 @@ func TestHandlerNetworkErrorIsAnAttempt(t *testing.T) {
 	require.NoError(t, err)
 	refused := "http://" + ln.Addr().String()
 	require.NoError(t, ln.Close()) // nothing listens there now
-	cfg := testenv.Config(t, fast, func(c *config.Config) {
-		c.Sources[0].Retry = source.Retry{MaxAttempts: 3, Initial: 50 * time.Millisecond, Max: 100 * time.Millisecond}
-	})
-	st := testenv.Store(t, cfg)
-	var calls atomic.Int64
 	client := &http.Client{Timeout: time.Second}
-	testenv.StartWorker(t, cfg, worker.Options{Registry: registry(func(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
-		calls.Add(1)
+	failsAfterItsBudget(t, "net-1", "ORD-NET", "connection refused", func(ctx context.Context, _ *gorm.DB) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, refused, nil)
 		resp, err := client.Do(req)
 		if err != nil {
@@ -115,13 +109,7 @@ func TestHandlerNetworkErrorIsAnAttempt(t *testing.T) {
 		}
 		resp.Body.Close()
 		return nil
-	})})
-	id := announceDirect(t, cfg, st, "net-1", "ORD-NET")
-
-	row := waitRow(t, st, id, "FAILED after its budget", func(l *callback.Log) bool { return l.Status == callback.StatusFailed })
-	require.Equal(t, 3, row.Attempts)
-	require.Contains(t, *row.LastError, "connection refused")
-	require.EqualValues(t, 3, calls.Load(), "one handler run per attempt")
+	})
 }
 
 // TestHandlerStatementDeadlineIsAnAttempt: a handler that gives a
@@ -132,6 +120,21 @@ func TestHandlerNetworkErrorIsAnAttempt(t *testing.T) {
 // second for ever, with no attempt).
 func TestHandlerStatementDeadlineIsAnAttempt(t *testing.T) {
 	t.Parallel()
+	failsAfterItsBudget(t, "stmt-deadline-1", "ORD-STMT", "the handler's own deadline", func(ctx context.Context, tx *gorm.DB) error {
+		sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		if err := tx.WithContext(sctx).Exec(`SELECT SLEEP(2)`).Error; err != nil {
+			return fmt.Errorf("error reading the order (the handler's own deadline): %w", err)
+		}
+		return nil
+	})
+}
+
+// failsAfterItsBudget runs one callback through a handler that always
+// fails with run, and asserts what a handler's own failure costs: one run
+// and one attempt each time, FAILED after three, the error kept.
+func failsAfterItsBudget(t *testing.T, event, key, wantErr string, run func(ctx context.Context, tx *gorm.DB) error) {
+	t.Helper()
 	cfg := testenv.Config(t, fast, func(c *config.Config) {
 		c.Sources[0].Retry = source.Retry{MaxAttempts: 3, Initial: 50 * time.Millisecond, Max: 100 * time.Millisecond}
 	})
@@ -139,18 +142,13 @@ func TestHandlerStatementDeadlineIsAnAttempt(t *testing.T) {
 	var calls atomic.Int64
 	testenv.StartWorker(t, cfg, worker.Options{Registry: registry(func(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
 		calls.Add(1)
-		sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		defer cancel()
-		if err := tx.WithContext(sctx).Exec(`SELECT SLEEP(2)`).Error; err != nil {
-			return fmt.Errorf("error reading the order (the handler's own deadline): %w", err)
-		}
-		return nil
+		return run(ctx, tx)
 	})})
-	id := announceDirect(t, cfg, st, "stmt-deadline-1", "ORD-STMT")
+	id := announceDirect(t, cfg, st, event, key)
 
 	row := waitRow(t, st, id, "FAILED after its budget", func(l *callback.Log) bool { return l.Status == callback.StatusFailed })
 	require.Equal(t, 3, row.Attempts)
-	require.Contains(t, *row.LastError, "the handler's own deadline")
+	require.Contains(t, *row.LastError, wantErr)
 	require.EqualValues(t, 3, calls.Load(), "one handler run per attempt")
 }
 
