@@ -70,7 +70,7 @@ func run(args []string, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		downstream := broker.Topology{Prefix: cfg.AMQP.Prefix}.DownstreamExchange()
-		return tail.Command(ctx, fs.Args()[1:], cfg.AMQP.URL, downstream, os.Stdout, stderr)
+		return tail.Command(ctx, fs.Args()[1:], cfg.AMQP.Nodes(), downstream, os.Stdout, stderr)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "worker: unknown subcommand %q\n", fs.Arg(0))

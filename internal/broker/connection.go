@@ -29,7 +29,10 @@ var ErrNotConnected = errors.New("broker not connected")
 
 // ConnectionConfig configures a Connection.
 type ConnectionConfig struct {
-	URL string
+	// URLs are the broker's nodes (one, or a cluster's). Dials take them
+	// in turn from a random start, so a fleet spreads over a cluster, and
+	// after a connection dies the next node is dialled first.
+	URLs []string
 	// Name shows in RabbitMQ's management UI (connection_name).
 	Name string
 	// ReconnectMin and ReconnectMax bound the redial backoff (x1.5 per try).
@@ -52,6 +55,8 @@ type Connection struct {
 	ready      chan struct{} // closed while conn is usable
 	connects   atomic.Int64
 	lastErrMsg atomic.Value // string
+	next       int          // index into cfg.URLs of the node to dial next (Run's goroutine only)
+	node       atomic.Value // string: NodeName of the node connected to, "" when down
 }
 
 // NewConnection returns a Connection; call Run to connect.
@@ -63,15 +68,22 @@ func NewConnection(cfg ConnectionConfig, log *slog.Logger) *Connection {
 		cfg.ReconnectMax = max(ReconnectMaxDefault, cfg.ReconnectMin)
 	}
 	c := &Connection{cfg: cfg, log: log, ready: make(chan struct{})}
+	if len(cfg.URLs) > 1 {
+		c.next = rand.IntN(len(cfg.URLs))
+	}
 	c.lastErrMsg.Store("not connected yet")
+	c.node.Store("")
 	return c
 }
+
+// Node names the node connected to (host:port/vhost), or "" while down.
+func (c *Connection) Node() string { return c.node.Load().(string) }
 
 // Run dials and keeps the connection up until ctx ends, then closes it.
 func (c *Connection) Run(ctx context.Context) {
 	delay := c.cfg.ReconnectMin
 	for {
-		conn, err := c.dial()
+		conn, node, err := c.dialRound(ctx)
 		if err != nil {
 			c.lastErrMsg.Store(err.Error())
 			c.log.Warn("broker: connect failed, retrying", "error", err, "retry_in", delay.String())
@@ -86,15 +98,16 @@ func (c *Connection) Run(ctx context.Context) {
 		n := c.connects.Add(1)
 		c.mu.Lock()
 		c.conn = conn
+		c.node.Store(node)
 		close(c.ready)
 		c.mu.Unlock()
 		if n > 1 {
-			c.log.Info("broker: reconnected", "connects", n)
+			c.log.Info("broker: reconnected", "connects", n, "node", node)
 			if c.cfg.OnReconnect != nil {
 				c.cfg.OnReconnect()
 			}
 		} else {
-			c.log.Info("broker: connected")
+			c.log.Info("broker: connected", "node", node)
 		}
 
 		select {
@@ -108,15 +121,40 @@ func (c *Connection) Run(ctx context.Context) {
 				reason = amqpErr.Error()
 			}
 			c.down(reason)
-			c.log.Warn("broker: connection lost, reconnecting", "reason", reason)
+			c.log.Warn("broker: connection lost, reconnecting", "reason", reason, "node", node)
 		}
 	}
 }
 
-func (c *Connection) dial() (*amqp.Connection, error) {
+// dialRound tries every node once, starting with the next in turn, and
+// returns the first that connects (and takes the topology). The node after
+// it is the next in turn: a connection that dies is redialled on another
+// node first.
+func (c *Connection) dialRound(ctx context.Context) (*amqp.Connection, string, error) {
+	var errs []error
+	for range c.cfg.URLs {
+		url := c.cfg.URLs[c.next%len(c.cfg.URLs)]
+		c.next = (c.next + 1) % len(c.cfg.URLs)
+		node := NodeName(url)
+		conn, err := c.dial(url)
+		if err == nil {
+			return conn, node, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", node, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if len(errs) == 1 {
+		return nil, "", errors.Unwrap(errs[0])
+	}
+	return nil, "", errors.Join(errs...)
+}
+
+func (c *Connection) dial(url string) (*amqp.Connection, error) {
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(c.cfg.Name)
-	conn, err := amqp.DialConfig(c.cfg.URL, amqp.Config{
+	conn, err := amqp.DialConfig(url, amqp.Config{
 		Heartbeat:  10 * time.Second,
 		Properties: props,
 		Dial:       amqp.DefaultDial(5 * time.Second),
@@ -141,6 +179,7 @@ func (c *Connection) down(reason string) {
 		c.conn = nil
 		c.ready = make(chan struct{})
 	}
+	c.node.Store("")
 }
 
 // Current returns the live connection, or ErrNotConnected.

@@ -22,7 +22,7 @@ func Start(cfg Config, name string, topo Topology, drain time.Duration, onReconn
 	cfg = cfg.WithDefaults()
 	topo.Log = log
 	conn := NewConnection(ConnectionConfig{
-		URL:          cfg.URL,
+		URLs:         cfg.Nodes(),
 		Name:         name,
 		ReconnectMin: cfg.ReconnectMin,
 		ReconnectMax: cfg.ReconnectMax,

@@ -23,6 +23,11 @@ type Topology struct {
 	Kinds  []string
 	// Quorum declares the queues as quorum queues (for a RabbitMQ cluster).
 	Quorum bool
+	// UnroutedMaxLength and UnroutedMaxBytes bound the unrouted queue;
+	// zero means the defaults (UnroutedMaxLengthDefault,
+	// UnroutedMaxBytesDefault).
+	UnroutedMaxLength int
+	UnroutedMaxBytes  int64
 	// Log receives the warning about a downstream exchange declared by an
 	// older callgate (without its alternate exchange). Default:
 	// slog.Default().
@@ -33,7 +38,8 @@ type Topology struct {
 // one place a process's exchange and queue names come from.
 func NewTopology(cfg Config, kinds []string) Topology {
 	cfg = cfg.WithDefaults()
-	return Topology{Prefix: cfg.Prefix, Kinds: kinds, Quorum: cfg.QueueType == QueueTypeQuorum}
+	return Topology{Prefix: cfg.Prefix, Kinds: kinds, Quorum: cfg.QueueType == QueueTypeQuorum,
+		UnroutedMaxLength: cfg.UnroutedMaxLength, UnroutedMaxBytes: cfg.UnroutedMaxBytes}
 }
 
 // argAlternateExchange is RabbitMQ's exchange argument (and policy key)
@@ -68,30 +74,76 @@ func (t Topology) QueueArgs() amqp.Table {
 	return amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeClassic}
 }
 
-// UnroutedQueueArgs are the unrouted queue's arguments: a classic one is
-// lazy. It is a parking lot nobody consumes until an operator looks, so its
-// messages belong on disk, not in the broker's memory, and a lazy queue
-// also takes a persistent message for less broker CPU (BENCHMARKS.md:
-// RabbitMQ 0.49 -> 0.34 ms per callback in the open loop, its memory 1.1 GB
-// -> 0.2 GB).
+// UnroutedQueueArgs are the unrouted queue's arguments.
+//
+// It is bounded: a parking lot that nobody consumes until an operator looks
+// must not grow until RabbitMQ's disk or memory alarm blocks every
+// publisher, the intake's announcements included, which would let one
+// downstream team that unbinds its queue stop the intake. At the bound the
+// oldest parked notification is dropped (drop-head): the newest are the
+// ones an operator still wants, a publisher is never refused (refusing
+// would keep the worker re-publishing them for ever), and every dropped
+// notification is still in the outbox table, SENT, until retention.
+//
+// A classic one is also lazy: its messages belong on disk, not in the
+// broker's memory, and a lazy queue also takes a persistent message for
+// less broker CPU (BENCHMARKS.md: RabbitMQ 0.49 -> 0.34 ms per callback in
+// the open loop, its memory 1.1 GB -> 0.2 GB).
 func (t Topology) UnroutedQueueArgs() amqp.Table {
 	args := t.QueueArgs()
+	args[argMaxLength] = t.unroutedMaxLength()
+	args[argMaxLengthBytes] = t.unroutedMaxBytes()
+	args[argOverflow] = overflowDropHead
 	if !t.Quorum {
 		args[argQueueMode] = "lazy"
 	}
 	return args
 }
 
-// argQueueMode is RabbitMQ's queue argument (policy key "queue-mode")
-// choosing a classic queue's storage.
-const argQueueMode = "x-queue-mode"
+// UnroutedLimit is the unrouted queue's bound in messages.
+func (t Topology) UnroutedLimit() int { return t.unroutedMaxLength() }
 
-// UnroutedLazyPolicy is the rabbitmqctl command that makes an unrouted
-// queue declared by an older callgate (not lazy) lazy: a queue's arguments
-// cannot change, a policy applies to it as it is, messages kept.
-func (t Topology) UnroutedLazyPolicy() string {
-	return fmt.Sprintf(`rabbitmqctl set_policy %s-unrouted-lazy '%s' '{"queue-mode":"lazy"}' --apply-to queues`,
-		t.Prefix, exactPattern(t.UnroutedQueue()))
+func (t Topology) unroutedMaxLength() int {
+	if t.UnroutedMaxLength > 0 {
+		return t.UnroutedMaxLength
+	}
+	return UnroutedMaxLengthDefault
+}
+
+func (t Topology) unroutedMaxBytes() int64 {
+	if t.UnroutedMaxBytes > 0 {
+		return t.UnroutedMaxBytes
+	}
+	return UnroutedMaxBytesDefault
+}
+
+// RabbitMQ's queue arguments (the policy keys drop the "x-") choosing a
+// classic queue's storage and bounding a queue.
+const (
+	argQueueMode      = "x-queue-mode"
+	argMaxLength      = "x-max-length"
+	argMaxLengthBytes = "x-max-length-bytes"
+	argOverflow       = "x-overflow"
+	overflowDropHead  = "drop-head"
+)
+
+// unroutedArgs are the unrouted queue's arguments an older callgate did
+// not declare it with.
+var unroutedArgs = []string{argQueueMode, argMaxLength, argMaxLengthBytes, argOverflow}
+
+// UnroutedQueuePolicy is the rabbitmqctl command that gives an unrouted
+// queue declared by an older callgate (unbounded, perhaps not lazy) the
+// same bound and storage: a queue's arguments cannot change, a policy
+// applies to it as it is, messages kept. Its priority 1 wins over the
+// lazy-only policy an earlier callgate asked for.
+func (t Topology) UnroutedQueuePolicy() string {
+	def := fmt.Sprintf(`"max-length":%d,"max-length-bytes":%d,"overflow":"%s"`,
+		t.unroutedMaxLength(), t.unroutedMaxBytes(), overflowDropHead)
+	if !t.Quorum {
+		def = `"queue-mode":"lazy",` + def
+	}
+	return fmt.Sprintf(`rabbitmqctl set_policy %s-unrouted-queue '%s' '{%s}' --priority 1 --apply-to queues`,
+		t.Prefix, exactPattern(t.UnroutedQueue()), def)
 }
 
 // DownstreamArgs are the arguments of the downstream exchange.
@@ -148,11 +200,11 @@ func (t Topology) Declare(conn *amqp.Connection) error {
 		return fmt.Errorf("error declaring exchange %s: %w", t.UnroutedExchange(), err)
 	}
 	_, err = ch.QueueDeclare(t.UnroutedQueue(), true, false, false, false, t.UnroutedQueueArgs())
-	if isArgMismatch(err, argQueueMode) {
-		t.logger().Warn("broker: the unrouted queue is not lazy (declared by an older callgate): "+
-			"apply the policy in fix once to keep its notifications on disk rather than in the broker's memory "+
+	if isArgMismatch(err, unroutedArgs...) {
+		t.logger().Warn("broker: the unrouted queue is unbounded (declared by an older callgate): "+
+			"apply the policy in fix once to bound it and keep its notifications on disk "+
 			"(this warning stays after the fix: a policy is not an argument)",
-			"queue", t.UnroutedQueue(), "fix", t.UnroutedLazyPolicy(), "error", err)
+			"queue", t.UnroutedQueue(), "fix", t.UnroutedQueuePolicy(), "error", err)
 		// RabbitMQ closed the channel with the 406: carry on on a new one.
 		if ch, err = conn.Channel(); err != nil {
 			return fmt.Errorf("error opening channel: %w", err)
@@ -179,11 +231,18 @@ func (t Topology) Declare(conn *amqp.Connection) error {
 }
 
 // isArgMismatch reports RabbitMQ's refusal to redeclare a queue or
-// exchange whose argument arg differs (typically: absent).
-func isArgMismatch(err error, arg string) bool {
+// exchange whose argument (one of args) differs (typically: absent).
+func isArgMismatch(err error, args ...string) bool {
 	var amqpErr *amqp.Error
-	return errors.As(err, &amqpErr) && amqpErr.Code == amqp.PreconditionFailed &&
-		strings.Contains(amqpErr.Reason, "inequivalent arg '"+arg+"'")
+	if !errors.As(err, &amqpErr) || amqpErr.Code != amqp.PreconditionFailed {
+		return false
+	}
+	for _, arg := range args {
+		if strings.Contains(amqpErr.Reason, "inequivalent arg '"+arg+"'") {
+			return true
+		}
+	}
+	return false
 }
 
 func (t Topology) logger() *slog.Logger {

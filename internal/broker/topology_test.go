@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os/exec"
 	"strings"
@@ -75,7 +76,7 @@ func setupTopology(t *testing.T, quorum bool) *topoBundle {
 // and waits until it is up.
 func (b *topoBundle) connect(t *testing.T) *broker.Connection {
 	t.Helper()
-	conn := broker.NewConnection(broker.ConnectionConfig{URL: testenv.AMQPURL(), Name: "topology-test",
+	conn := broker.NewConnection(broker.ConnectionConfig{URLs: []string{testenv.AMQPURL()}, Name: "topology-test",
 		Setup: b.topo.Declare, ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second}, b.topo.Log)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -215,19 +216,80 @@ func TestUnroutedQueueIsLazy(t *testing.T) {
 	defer c.Close()
 	ch, err := c.Channel()
 	require.NoError(t, err)
-	_, err = ch.QueueDeclare(b.topo.UnroutedQueue(), true, false, false, false, b.topo.QueueArgs())
+	args := b.topo.UnroutedQueueArgs()
+	delete(args, "x-queue-mode")
+	_, err = ch.QueueDeclare(b.topo.UnroutedQueue(), true, false, false, false, args)
 	require.ErrorContains(t, err, "inequivalent arg 'x-queue-mode'")
 	require.ErrorContains(t, err, "current is the value 'lazy'")
 }
 
+// TestUnroutedQueueIsBounded: the parking lot keeps at most its bound,
+// dropping the oldest, so a subscriber that unbinds cannot fill the
+// broker until its alarms block the intake's announcements; the newest
+// stay, in order, and a publisher is never refused.
+func TestUnroutedQueueIsBounded(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		quorum bool
+	}{{"classic", false}, {"quorum", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupTopology(t, tt.quorum)
+			b.topo.UnroutedMaxLength = 3
+			conn := b.connect(t)
+			// Confirmed publishes: each is in the queue (or dropped from
+			// it) when its confirm arrives.
+			c, err := amqp.Dial(testenv.AMQPURL())
+			require.NoError(t, err)
+			defer c.Close()
+			ch, err := c.Channel()
+			require.NoError(t, err)
+			require.NoError(t, ch.Confirm(false))
+			for i := 1; i <= 5; i++ {
+				dc, err := ch.PublishWithDeferredConfirmWithContext(t.Context(), b.topo.DownstreamExchange(), "nobody.listens", false, false,
+					amqp.Publishing{DeliveryMode: amqp.Persistent, MessageId: fmt.Sprintf("m-%d", i), Body: []byte(`{}`)})
+				require.NoError(t, err)
+				ok, err := dc.WaitContext(t.Context())
+				require.NoError(t, err)
+				require.True(t, ok, "never refused: m-%d", i)
+			}
+			n, err := b.topo.UnroutedDepth(conn)
+			require.NoError(t, err)
+			require.Equal(t, 3, n)
+			for _, want := range []string{"m-3", "m-4", "m-5"} {
+				d, ok := b.admin.Get(time.Second)
+				require.True(t, ok, want)
+				require.Equal(t, want, d.MessageId)
+			}
+		})
+	}
+}
+
 // TestDeclareKeepsAnOldUnroutedQueue: an unrouted queue declared by an
-// older callgate (not lazy) does not stop the connect: one warning names
-// the policy that makes it lazy, everything else is declared, and the old
-// queue still keeps what no subscriber is bound for.
+// older callgate (unbounded: not lazy, or lazy without a bound) does not
+// stop the connect: one warning names the policy that bounds it (and makes
+// it lazy), everything else is declared, and the old queue still keeps
+// what no subscriber is bound for.
 func TestDeclareKeepsAnOldUnroutedQueue(t *testing.T) {
 	t.Parallel()
+	for _, old := range []struct {
+		name string
+		args amqp.Table
+	}{
+		{"not lazy", amqp.Table{"x-queue-type": "classic"}},
+		{"lazy, unbounded", amqp.Table{"x-queue-type": "classic", "x-queue-mode": "lazy"}},
+	} {
+		t.Run(old.name, func(t *testing.T) {
+			t.Parallel()
+			keepsAnOldUnroutedQueue(t, old.args)
+		})
+	}
+}
+
+func keepsAnOldUnroutedQueue(t *testing.T, oldArgs amqp.Table) {
 	b := setupTopology(t, false)
-	_, err := b.admin.Channel().QueueDeclare(b.topo.UnroutedQueue(), true, false, false, false, b.topo.QueueArgs())
+	_, err := b.admin.Channel().QueueDeclare(b.topo.UnroutedQueue(), true, false, false, false, oldArgs)
 	require.NoError(t, err)
 
 	conn := b.connect(t) // fails after 10 s if the 406 stops the connect
@@ -235,8 +297,8 @@ func TestDeclareKeepsAnOldUnroutedQueue(t *testing.T) {
 	warns := b.logs.warnings(t)
 	require.Len(t, warns, 1, "one warning for the connect: %v", warns)
 	require.Equal(t, b.topo.UnroutedQueue(), warns[0]["queue"])
-	require.Equal(t, `rabbitmqctl set_policy `+b.topo.Prefix+`-unrouted-lazy '^`+b.topo.Prefix+`[.]downstream[.]unrouted$' `+
-		`'{"queue-mode":"lazy"}' --apply-to queues`, warns[0]["fix"])
+	require.Equal(t, `rabbitmqctl set_policy `+b.topo.Prefix+`-unrouted-queue '^`+b.topo.Prefix+`[.]downstream[.]unrouted$' `+
+		`'{"queue-mode":"lazy","max-length":100000,"max-length-bytes":268435456,"overflow":"drop-head"}' --priority 1 --apply-to queues`, warns[0]["fix"])
 	for _, kind := range kinds.Names() {
 		_, err := b.topo.QueueDepth(conn, kind)
 		require.NoError(t, err, kind)
@@ -277,4 +339,36 @@ func TestUnroutedPolicyFixesOldExchange(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "the policy's alternate exchange keeps the message")
 	require.Equal(t, "m-unrouted", d.MessageId)
 	require.Equal(t, "nobody.listens", d.RoutingKey)
+}
+
+// TestUnroutedQueuePolicyBoundsAnOldQueue runs the fix the warning names
+// for an old, unbounded unrouted queue, as an operator would, and checks
+// that the queue then keeps at most its bound.
+func TestUnroutedQueuePolicyBoundsAnOldQueue(t *testing.T) {
+	if _, err := exec.LookPath("rabbitmqctl"); err != nil || testenv.AMQPURL() != broker.URLDefault {
+		t.Skip("needs rabbitmqctl for the local broker")
+	}
+	t.Parallel()
+	b := setupTopology(t, false)
+	b.topo.UnroutedMaxLength = 2
+	_, err := b.admin.Channel().QueueDeclare(b.topo.UnroutedQueue(), true, false, false, false, amqp.Table{"x-queue-type": "classic"})
+	require.NoError(t, err)
+	conn := b.connect(t)
+
+	policy := b.topo.Prefix + "-unrouted-queue"
+	t.Cleanup(func() { _ = exec.Command("rabbitmqctl", "clear_policy", policy).Run() })
+	out, err := exec.Command("sh", "-c", b.topo.UnroutedQueuePolicy()).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	// A policy takes effect shortly after rabbitmqctl returns: publish
+	// until the queue stays at its bound.
+	i := 0
+	require.Eventually(t, func() bool {
+		for range 3 {
+			i++
+			b.publish(t, "nobody.listens", fmt.Sprintf("m-%d", i), `{}`)
+		}
+		n, err := b.topo.UnroutedDepth(conn)
+		return err == nil && n == 2
+	}, 10*time.Second, 100*time.Millisecond, "the policy bounds the old queue")
 }

@@ -46,7 +46,7 @@ func setupOldExchange(t *testing.T, withQueue bool) *pubBundle {
 	require.NoError(t, err)
 	require.NoError(t, b.sub.Channel().QueueBind(subName, "somebody.listens", b.topo.DownstreamExchange(), false, nil))
 
-	conn := broker.NewConnection(broker.ConnectionConfig{URL: testenv.AMQPURL(), Name: "publisher-test"}, testenv.Logger(t, nil))
+	conn := broker.NewConnection(broker.ConnectionConfig{URLs: []string{testenv.AMQPURL()}, Name: "publisher-test"}, testenv.Logger(t, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); conn.Run(ctx) }()

@@ -35,6 +35,8 @@ type Metrics struct {
 	RelayLag        prometheus.Gauge // age of the oldest PENDING outbox row, seconds
 	// DownstreamUnrouted is the depth of <prefix>.downstream.unrouted.
 	DownstreamUnrouted prometheus.Gauge
+	// DownstreamUnroutedLimit is that queue's bound (amqp.unrouted_max_length).
+	DownstreamUnroutedLimit prometheus.Gauge
 
 	BacklogPending   *prometheus.GaugeVec // source
 	BacklogOldestAge *prometheus.GaugeVec // source, seconds
@@ -96,6 +98,8 @@ func New(process string) *Metrics {
 	m.RelayLag = gauge("outbox_relay_lag_seconds", "Age of the oldest PENDING outbox row.")
 	m.DownstreamUnrouted = gauge("downstream_unrouted_messages",
 		"Notifications waiting in <prefix>.downstream.unrouted: published with a routing key no queue was bound for, kept for an operator.")
+	m.DownstreamUnroutedLimit = gauge("downstream_unrouted_limit_messages",
+		"The bound of <prefix>.downstream.unrouted (amqp.unrouted_max_length): past it the oldest parked notification is dropped.")
 	m.BacklogPending = gaugeVec("backlog_pending", "PENDING callbacks by source.", "source")
 	m.BacklogOldestAge = gaugeVec("backlog_oldest_pending_age_seconds", "Age of the oldest PENDING callback by source.", "source")
 	m.FailedCallbacks = gaugeVec("failed_callbacks", "FAILED callbacks by source.", "source")
@@ -116,6 +120,23 @@ func (m *Metrics) ObserveAnnouncer(published, dropped, nacked func() int64) {
 			ConstLabels: prometheus.Labels{"result": result, "process": m.process},
 		}, func() float64 { return float64(f()) }))
 	}
+}
+
+// ObserveReplica exports, with mysql.durability: replica, whether a
+// replica acknowledges the primary's commits (1), or not (0: the intake
+// answers 503), as callgate_mysql_replica_acknowledging, and how many
+// replicas are connected as semi-sync clients.
+func (m *Metrics) ObserveReplica(acknowledging, clients func() float64) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "callgate", Name: "mysql_replica_acknowledging",
+		Help:        "With mysql.durability: replica, 1 while a replica acknowledges the primary's commits (semi-sync on), 0 while none does and callbacks are answered 503.",
+		ConstLabels: prometheus.Labels{"process": m.process},
+	}, acknowledging))
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "callgate", Name: "mysql_semisync_replicas",
+		Help:        "With mysql.durability: replica, the replicas connected to the primary as semi-sync clients (Rpl_semi_sync_master_clients).",
+		ConstLabels: prometheus.Labels{"process": m.process},
+	}, clients))
 }
 
 // Handler serves the registry.

@@ -24,7 +24,7 @@ func connect(t *testing.T, cfg *config.Config, url string) *broker.Connection {
 	t.Helper()
 	topo := broker.NewTopology(cfg.AMQP, kinds.Names())
 	conn := broker.NewConnection(broker.ConnectionConfig{
-		URL:          url,
+		URLs:         []string{url},
 		Name:         "callgate-relay-test",
 		ReconnectMin: cfg.AMQP.ReconnectMin,
 		ReconnectMax: cfg.AMQP.ReconnectMax,

@@ -20,6 +20,8 @@ import (
 	"unicode/utf8"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"callgate/internal/broker"
 )
 
 // KeyDefault is the binding key when none is given: every notification.
@@ -27,8 +29,8 @@ const KeyDefault = "#"
 
 // Config says what to tail.
 type Config struct {
-	// URL of the broker (amqp.url).
-	URL string
+	// URLs of the broker's nodes (amqp.urls, or amqp.url), tried in turn.
+	URLs []string
 	// Exchange is the downstream exchange, <prefix>.downstream.
 	Exchange string
 	// Keys are the topic binding keys of the temporary queue (`*` one
@@ -37,12 +39,12 @@ type Config struct {
 }
 
 // Command runs `worker tail` with args against exchange on the broker at
-// url, printing notifications to stdout and what it does to stderr, until
+// urls (the first node that answers), printing notifications to stdout and what it does to stderr, until
 // ctx ends. It returns the exit code: 0 once stopped, 1 when the broker
 // refuses or drops it, 2 for bad arguments.
 //
 //	worker tail [--routing-key PATTERN]...
-func Command(ctx context.Context, args []string, url, exchange string, stdout, stderr io.Writer) int {
+func Command(ctx context.Context, args []string, urls []string, exchange string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("worker tail", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var keys []string
@@ -66,7 +68,7 @@ func Command(ctx context.Context, args []string, url, exchange string, stdout, s
 		fs.Usage()
 		return 2
 	}
-	if err := Run(ctx, Config{URL: url, Exchange: exchange, Keys: keys}, stdout, stderr); err != nil {
+	if err := Run(ctx, Config{URLs: urls, Exchange: exchange, Keys: keys}, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "tail: %v\n", err)
 		return 1
 	}
@@ -82,9 +84,18 @@ func Run(ctx context.Context, cfg Config, out, status io.Writer) error {
 	if len(keys) == 0 {
 		keys = []string{KeyDefault}
 	}
-	conn, err := amqp.DialConfig(cfg.URL, amqp.Config{Properties: amqp.Table{"connection_name": "callgate-tail"}})
-	if err != nil {
-		return fmt.Errorf("error connecting to the broker: %w", err)
+	var conn *amqp.Connection
+	var errs []error
+	for _, url := range cfg.URLs {
+		c, err := amqp.DialConfig(url, amqp.Config{Properties: amqp.Table{"connection_name": "callgate-tail"}})
+		if err == nil {
+			conn = c
+			break
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", broker.NodeName(url), err))
+	}
+	if conn == nil {
+		return fmt.Errorf("error connecting to the broker: %w", errors.Join(errs...))
 	}
 	defer conn.Close()
 	ch, err := conn.Channel()

@@ -33,7 +33,7 @@ func TestTailPrintsMatchingNotifications(t *testing.T) {
 	var stdout, stderr testenv.SyncBuffer
 	code := make(chan int, 1)
 	go func() {
-		code <- tail.Command(ctx, []string{"--routing-key", "points.*"}, cfg.AMQP.URL, exchange, &stdout, &stderr)
+		code <- tail.Command(ctx, []string{"--routing-key", "points.*"}, cfg.AMQP.Nodes(), exchange, &stdout, &stderr)
 	}()
 	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "tail: queue ") }, 10*time.Second, 20*time.Millisecond,
 		"tail did not bind its queue")
@@ -80,7 +80,7 @@ func TestTailPrintsMatchingNotifications(t *testing.T) {
 func TestTailUnknownExchange(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr testenv.SyncBuffer
-	code := tail.Command(t.Context(), nil, testenv.AMQPURL(), "no-such-prefix-"+testenv.Suffix()+".downstream", &stdout, &stderr)
+	code := tail.Command(t.Context(), nil, []string{testenv.AMQPURL()}, "no-such-prefix-"+testenv.Suffix()+".downstream", &stdout, &stderr)
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr.String(), "no exchange no-such-prefix-")
 	require.Contains(t, stderr.String(), "CALLGATE_AMQP_PREFIX")
@@ -92,7 +92,7 @@ func TestTailUsage(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"--routing-key", ""}, {"--nope"}, {"extra"}} {
 		var stdout, stderr testenv.SyncBuffer
-		require.Equal(t, 2, tail.Command(t.Context(), args, testenv.AMQPURL(), "x.downstream", &stdout, &stderr), "%v", args)
+		require.Equal(t, 2, tail.Command(t.Context(), args, []string{testenv.AMQPURL()}, "x.downstream", &stdout, &stderr), "%v", args)
 		require.Contains(t, stderr.String(), "usage: worker [-config PATH] tail", "%v", args)
 	}
 }

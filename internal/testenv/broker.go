@@ -93,7 +93,7 @@ func Announcer(t testing.TB, cfg *config.Config) (*broker.Announcer, *broker.Con
 	t.Helper()
 	topo := broker.NewTopology(cfg.AMQP, kinds.Names())
 	log := Logger(t, cfg)
-	conn := broker.NewConnection(broker.ConnectionConfig{URL: cfg.AMQP.URL, Name: "test", Setup: topo.Declare,
+	conn := broker.NewConnection(broker.ConnectionConfig{URLs: cfg.AMQP.Nodes(), Name: "test", Setup: topo.Declare,
 		ReconnectMin: 100 * time.Millisecond, ReconnectMax: time.Second}, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	connDone := make(chan struct{})

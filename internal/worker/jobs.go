@@ -40,6 +40,7 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 	replays := &replay.Runner{Store: st, Announcer: ann, Threshold: sc.Compensation.Threshold,
 		Rate: set.Replay.WithDefaults().Rate, Interval: sc.Compensation.Interval, Log: logger,
 		OnReplayed: func(n int) { m.Replayed.WithLabelValues("bulk").Add(float64(n)) }}
+	m.DownstreamUnroutedLimit.Set(float64(topo.UnroutedLimit()))
 	gauges := &scheduler.Gauges{Store: st, Metrics: m, Sources: sources, Leader: elector.Leader,
 		UnroutedDepth: func() (int, error) { return topo.UnroutedDepth(conn) }}
 
