@@ -20,7 +20,10 @@ type Service struct {
 	// Unrouted reports how many notifications wait in
 	// <prefix>.downstream.unrouted; nil or failing shows them as unknown.
 	Unrouted func() (int, error)
-	Log      *slog.Logger
+	// Replica reports, with mysql.durability: replica, whether a replica
+	// acknowledges the primary's commits; nil when durability is primary.
+	Replica func(ctx context.Context) error
+	Log     *slog.Logger
 }
 
 // ListFilter selects callbacks for the list.

@@ -20,6 +20,11 @@ type Stats struct {
 	// <prefix>.downstream.unrouted (published with a routing key no queue
 	// was bound for); null when the broker cannot tell (unreachable).
 	DownstreamUnrouted *int64 `json:"downstream_unrouted"`
+	// MySQLReplica, with mysql.durability: replica, is "acknowledging"
+	// while a replica acknowledges the primary's commits, otherwise why
+	// not (callbacks are then answered 503); absent with durability
+	// primary.
+	MySQLReplica *string `json:"mysql_replica,omitempty"`
 	// Series is intake and failures per minute over the last hour.
 	Series []Point `json:"series"`
 }
@@ -30,6 +35,10 @@ type Point struct {
 	Received int64     `json:"received"`
 	Failed   int64     `json:"failed"`
 }
+
+// ReplicaAcknowledging is Stats.MySQLReplica while a replica acknowledges
+// the primary's commits.
+const ReplicaAcknowledging = "acknowledging"
 
 // unroutedTimeout bounds the broker's answer for the dashboard.
 const unroutedTimeout = 2 * time.Second
@@ -83,6 +92,13 @@ func (s *Service) Stats(ctx context.Context) (*Stats, error) {
 		}
 	}
 	st.DownstreamUnrouted = <-unrouted
+	if s.Replica != nil {
+		state := ReplicaAcknowledging
+		if err := s.Replica(ctx); err != nil {
+			state = err.Error()
+		}
+		st.MySQLReplica = &state
+	}
 	return st, nil
 }
 

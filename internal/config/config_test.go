@@ -89,6 +89,32 @@ func TestEnvironmentOverrides(t *testing.T) {
 	require.Equal(t, "ops:tok", cfg.Admin.Token)
 }
 
+// TestClusterAndDurabilityFromTheEnvironment: CALLGATE_AMQP_URLS lists a
+// cluster's nodes (replacing the file's url), CALLGATE_MYSQL_DURABILITY
+// chooses what a 200 means; the defaults are one node and primary.
+func TestClusterAndDurabilityFromTheEnvironment(t *testing.T) {
+	t.Setenv("T_SHIP_SECRET", "s3cret")
+	cfg, err := config.Parse([]byte("amqp: {url: 'amqp://g:g@one:5672/'}\n"+valid), kinds)
+	require.NoError(t, err)
+	require.Equal(t, []string{"amqp://g:g@one:5672/"}, cfg.AMQP.Nodes())
+	require.Equal(t, "primary", cfg.MySQL.Durability)
+
+	t.Setenv("CALLGATE_AMQP_URLS", " amqp://g:g@a:5672/, amqp://g:g@b:5672/,amqp://g:g@c:5672/ ,")
+	t.Setenv("CALLGATE_MYSQL_DURABILITY", "replica")
+	cfg, err = config.Parse([]byte("amqp: {url: 'amqp://g:g@one:5672/'}\n"+valid), kinds)
+	require.NoError(t, err)
+	require.Equal(t, []string{"amqp://g:g@a:5672/", "amqp://g:g@b:5672/", "amqp://g:g@c:5672/"}, cfg.AMQP.Nodes())
+	require.Empty(t, cfg.AMQP.URL)
+	require.Equal(t, "replica", cfg.MySQL.Durability)
+
+	// The file's urls, replaced by CALLGATE_AMQP_URL.
+	t.Setenv("CALLGATE_AMQP_URLS", "")
+	t.Setenv("CALLGATE_AMQP_URL", "amqp://g:g@solo:5672/")
+	cfg, err = config.Parse([]byte("amqp: {urls: ['amqp://g:g@a:5672/', 'amqp://g:g@b:5672/']}\n"+valid), kinds)
+	require.NoError(t, err)
+	require.Equal(t, []string{"amqp://g:g@solo:5672/"}, cfg.AMQP.Nodes())
+}
+
 func TestExpansionCannotInjectYAML(t *testing.T) {
 	t.Setenv("T_SHIP_SECRET", "x\nsources: []\n#z")
 	cfg, err := config.Parse([]byte(valid), kinds)
@@ -126,6 +152,14 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 			[]string{"bizness_key"}},
 		{"bad queue type", func(s string) string { return "amqp: {queue_type: mirrored}\n" + s },
 			[]string{"amqp.queue_type"}},
+		{"url and urls", func(s string) string { return "amqp: {url: 'amqp://a/', urls: ['amqp://b/']}\n" + s },
+			[]string{"amqp.url, urls: set one of them"}},
+		{"a url that is not one", func(s string) string { return "amqp: {urls: ['amqp://a/', 'http://b/']}\n" + s },
+			[]string{"amqp.urls[1]"}},
+		{"bad durability", func(s string) string { return "mysql: {durability: quorum}\n" + s },
+			[]string{`mysql.durability: want primary or replica, got "quorum"`}},
+		{"unbounded unrouted queue", func(s string) string { return "amqp: {unrouted_max_length: -1}\n" + s },
+			[]string{"amqp.unrouted_max_length"}},
 		{"none without allow_unsigned", func(s string) string { return strings.Replace(s, "scheme: hmac-sha256", "scheme: none", 1) },
 			[]string{"sources[1] (shipdemo).signature"}},
 		{"several problems at once", func(s string) string {

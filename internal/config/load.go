@@ -27,11 +27,24 @@ var envOverrides = []struct {
 	set func(c *Config, v string)
 }{
 	{"CALLGATE_MYSQL_DSN", func(c *Config, v string) { c.MySQL.DSN = v }},
-	{"CALLGATE_AMQP_URL", func(c *Config, v string) { c.AMQP.URL = v }},
+	{"CALLGATE_MYSQL_DURABILITY", func(c *Config, v string) { c.MySQL.Durability = v }},
+	{"CALLGATE_AMQP_URL", func(c *Config, v string) { c.AMQP.URL, c.AMQP.URLs = v, nil }},
+	{"CALLGATE_AMQP_URLS", func(c *Config, v string) { c.AMQP.URL, c.AMQP.URLs = "", splitList(v) }},
 	{"CALLGATE_AMQP_PREFIX", func(c *Config, v string) { c.AMQP.Prefix = v }},
 	{"CALLGATE_HTTP_ADDR", func(c *Config, v string) { c.HTTP.Addr = v }},
 	{"CALLGATE_ADMIN_TOKEN", func(c *Config, v string) { c.Admin.Token = v }},
 	{EnvDemo, func(c *Config, v string) { c.Demo = v == "1" || strings.EqualFold(v, "true") }},
+}
+
+// splitList splits a comma-separated value, dropping blanks.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // EnvDemo names the environment variable that switches demo mode on

@@ -68,6 +68,12 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 	if err := checkRowsFit(ctx, st, cfg, log); err != nil {
 		return err
 	}
+	if cfg.MySQL.Durability == store.DurabilityReplica {
+		if err := st.CheckReplication(ctx); err != nil {
+			return fmt.Errorf("mysql.durability: replica: %w", err)
+		}
+		log.Info("gateway: a callback is accepted once a replica acknowledges it (mysql.durability: replica)")
+	}
 
 	spans, err := tracing.NewSpanRecorder(ctx, cfg.Tracing.OTLPEndpoint, "callgate-gateway")
 	if err != nil {
@@ -91,6 +97,28 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 		inserter = b
 	}
 	m.ObserveAnnouncer(ann.Published, ann.Dropped, ann.Nacked)
+	ready := map[string]Pinger{
+		"mysql": st,
+		"rabbitmq": PingerFunc(func(context.Context) error {
+			_, err := conn.Current()
+			return err
+		}),
+	}
+	var replicaState func(context.Context) error
+	if cfg.MySQL.Durability == store.DurabilityReplica {
+		replicaState = st.PingReplica
+		go watchReplica(ctx, st, log)
+		ready["mysql_replica"] = PingerFunc(st.PingReplica)
+		m.ObserveReplica(func() float64 {
+			if on, _, _ := st.ReplicaAcknowledging(); on {
+				return 1
+			}
+			return 0
+		}, func() float64 {
+			_, clients, _ := st.ReplicaAcknowledging()
+			return float64(clients)
+		})
+	}
 
 	gcfg := Config{
 		Addr:            cfg.HTTP.Addr,
@@ -108,13 +136,7 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 			Now:             time.Now,
 			Metrics:         m,
 		},
-		Ready: map[string]Pinger{
-			"mysql": st,
-			"rabbitmq": PingerFunc(func(context.Context) error {
-				_, err := conn.Current()
-				return err
-			}),
-		},
+		Ready: ready,
 	}
 	tokens, err := admin.ParseTokens(cfg.Admin.Token)
 	if err != nil {
@@ -128,6 +150,7 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 			Store:    st,
 			Masks:    masks(cfg.Sources),
 			Unrouted: func() (int, error) { return topo.UnroutedDepth(conn) },
+			Replica:  replicaState,
 			Log:      log,
 		},
 		Replays: &replay.Replayer{
@@ -186,6 +209,35 @@ func openListeners(hc config.HTTP, ls Listeners) (Listeners, error) {
 func closeListener(ln net.Listener) {
 	if ln != nil {
 		_ = ln.Close()
+	}
+}
+
+// watchReplica reads the replica's state every second (for the metric
+// between callbacks) and logs each change, until ctx ends.
+func watchReplica(ctx context.Context, st *store.Store, log *slog.Logger) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := ""
+	for {
+		state := admin.ReplicaAcknowledging
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		if err := st.PingReplica(pctx); err != nil {
+			state = err.Error()
+		}
+		cancel()
+		if state != last && ctx.Err() == nil {
+			if state == admin.ReplicaAcknowledging {
+				log.Info("gateway: a replica acknowledges commits: callbacks are accepted")
+			} else {
+				log.Warn("gateway: callbacks are answered 503 until a replica acknowledges commits", "reason", state)
+			}
+			last = state
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 

@@ -49,6 +49,7 @@ const (
 	reasonTooLarge      = "body exceeds the size limit of this source"
 	reasonUnreadable    = "could not read the request body"
 	reasonUnavailable   = "storage temporarily unavailable, please retry"
+	reasonNotReplicated = "not yet stored on two servers (database replica unavailable), please retry"
 	reasonForbidden     = "this address may not call this source"
 	reasonRateLimited   = "rate limit exceeded for this source, retry later"
 	reasonContentType   = "unsupported content type for this source"
@@ -139,7 +140,7 @@ func (h *Handler) Callback(c *gin.Context) {
 	res, err := h.Store.InsertCallback(sctx, row)
 	cancel()
 	if err != nil {
-		h.refuse(c, src, http.StatusServiceUnavailable, reasonUnavailable, err)
+		h.storeFailed(c, src, err)
 		return
 	}
 	// Committed, and announced by the inserter (queued, never awaited: if
@@ -147,6 +148,17 @@ func (h *Handler) Callback(c *gin.Context) {
 	// announces it).
 	c.Set(ctxDuplicate, res.Duplicate)
 	h.succeed(c, src, res, eventID)
+}
+
+// storeFailed answers 503 for an insert that did not count as accepted:
+// the database away or slow, or (mysql.durability: replica) no replica
+// known to hold the row. The platform retries; nothing is lost.
+func (h *Handler) storeFailed(c *gin.Context, src *Source, err error) {
+	reason := reasonUnavailable
+	if errors.Is(err, store.ErrNotReplicated) {
+		reason = reasonNotReplicated
+	}
+	h.refuse(c, src, http.StatusServiceUnavailable, reason, err)
 }
 
 // overLimit charges one verified request to the source's rate limit and,

@@ -56,7 +56,7 @@ func (h *Handler) presetCallback(c *gin.Context, src *Source, body []byte, now t
 	}
 	stored, err := h.insertAll(ctx, rows)
 	if err != nil {
-		h.refuse(c, src, http.StatusServiceUnavailable, reasonUnavailable, err)
+		h.storeFailed(c, src, err)
 		return
 	}
 	dup := true

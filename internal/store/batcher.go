@@ -237,18 +237,21 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 			unique = append(unique, p)
 		}
 	}
-	err := b.insert(ctx, unique)
-	var refused *statementError
-	if errors.As(err, &refused) && !connectionFailure(err) && len(unique) > 1 {
-		// The statement itself was refused (and rolled back whole): a row
-		// the database refuses must not fail its batch-mates, so this
-		// batch goes row by row.
-		b.log.Warn("intake: batch insert failed, retrying row by row", "rows", len(unique), "error", err)
-		err = nil
-		for _, p := range unique {
-			p.res, p.err = b.st.InsertCallback(ctx, p.row)
+	err := b.st.replicated(ctx, func() error {
+		err := b.insert(ctx, unique)
+		var refused *statementError
+		if errors.As(err, &refused) && !connectionFailure(err) && len(unique) > 1 {
+			// The statement itself was refused (and rolled back whole): a
+			// row the database refuses must not fail its batch-mates, so
+			// this batch goes row by row.
+			b.log.Warn("intake: batch insert failed, retrying row by row", "rows", len(unique), "error", err)
+			err = nil
+			for _, p := range unique {
+				p.res, p.err = b.st.insertCallback(ctx, p.row)
+			}
 		}
-	}
+		return err
+	})
 	var fresh []Inserted
 	for _, p := range batch {
 		f := firsts[key{p.row.Source, p.row.EventID}]

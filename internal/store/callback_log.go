@@ -84,7 +84,22 @@ type InsertResult struct {
 // InsertCallback stores l as PENDING and returns its id, or the id of the row
 // already stored for the same source and event id (Duplicate). The row is
 // committed when it returns without error (autocommit).
-func (s *Store) InsertCallback(ctx context.Context, l *callback.Log) (InsertResult, error) {
+//
+// With durability replica it fails with ErrNotReplicated unless a replica
+// acknowledged it (replication.go).
+func (s *Store) InsertCallback(ctx context.Context, l *callback.Log) (res InsertResult, err error) {
+	err = s.replicated(ctx, func() error {
+		res, err = s.insertCallback(ctx, l)
+		return err
+	})
+	if err != nil {
+		return InsertResult{}, err
+	}
+	return res, nil
+}
+
+// insertCallback is InsertCallback without the replication check.
+func (s *Store) insertCallback(ctx context.Context, l *callback.Log) (InsertResult, error) {
 	res, err := s.execRetrying(ctx, insertCallbackSQL, insertArgs(make([]any, 0, 10), l)...)
 	if err != nil {
 		return InsertResult{}, fmt.Errorf("error inserting callback log: %w", translate(err))

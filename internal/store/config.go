@@ -43,7 +43,19 @@ type Config struct {
 	// server gives up a lock wait (contention: run again, no attempt)
 	// before the worker's deadline does (a failed attempt).
 	LockWaitTimeout time.Duration `yaml:"lock_wait_timeout"`
+	// Durability is what a 200 means: "primary" (default), the callback
+	// is committed on the primary; "replica", also acknowledged by a
+	// replica through lossless semi-synchronous replication, which the
+	// gateway checks at start (README, "Deployment"). Env
+	// CALLGATE_MYSQL_DURABILITY.
+	Durability string `yaml:"durability"`
 }
+
+// Durability settings.
+const (
+	DurabilityPrimary = "primary"
+	DurabilityReplica = "replica"
+)
 
 // Config defaults.
 const (
@@ -55,6 +67,7 @@ const (
 	GroupCommitDefault         = true
 	GroupCommitWritersDefault  = 1
 	GroupCommitMaxBatchDefault = 256
+	DurabilityDefault          = DurabilityPrimary
 )
 
 // WithDefaults returns a copy with every unset field at its default (but
@@ -84,6 +97,9 @@ func (c Config) WithDefaults() Config {
 	if c.GroupCommitMaxBatch == 0 {
 		c.GroupCommitMaxBatch = GroupCommitMaxBatchDefault
 	}
+	if c.Durability == "" {
+		c.Durability = DurabilityDefault
+	}
 	return c
 }
 
@@ -104,6 +120,9 @@ func (c Config) Validate() error {
 	}
 	if c.GroupCommitWriters < 1 || c.GroupCommitMaxBatch < 1 {
 		errs = append(errs, errors.New("group_commit_writers, group_commit_max_batch: must be at least 1"))
+	}
+	if c.Durability != DurabilityPrimary && c.Durability != DurabilityReplica {
+		errs = append(errs, fmt.Errorf("durability: want primary or replica, got %q", c.Durability))
 	}
 	return errors.Join(errs...)
 }

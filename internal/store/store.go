@@ -39,6 +39,10 @@ type Store struct {
 	// (InTxBounded), whatever the main pool is doing.
 	ctl    *gorm.DB
 	ctlSQL *sql.DB
+	// replica: an intake insert counts only once a replica acknowledged
+	// it (mysql.durability: replica; see replication.go).
+	replica bool
+	semi    semiSyncState
 }
 
 // NormalizeDSN forces the settings callgate relies on: times parsed as UTC,
@@ -111,7 +115,7 @@ func Open(cfg Config) (*Store, error) {
 		_ = ctlSQL.Close()
 		return nil, err
 	}
-	return &Store{db: db, sql: sqlDB, ctl: ctl, ctlSQL: ctlSQL}, nil
+	return &Store{db: db, sql: sqlDB, ctl: ctl, ctlSQL: ctlSQL, replica: cfg.Durability == DurabilityReplica}, nil
 }
 
 // ctlConns bounds the control pool: each takeover holds one connection

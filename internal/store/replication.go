@@ -1,0 +1,170 @@
+package store
+
+import (
+	"context"
+
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+)
+
+// With mysql.durability: replica, a callback is accepted only once two
+// servers hold it: the primary, and a replica that acknowledged it through
+// lossless semi-synchronous replication (MariaDB's
+// rpl_semi_sync_master_enabled with wait point AFTER_SYNC; MySQL 8.0.26+
+// calls it rpl_semi_sync_source_*). The engine does the replicating; the
+// store only refuses to call an insert accepted when the engine says a
+// replica may not have it.
+//
+// The engine does not say so per transaction: when no replica acknowledges
+// within rpl_semi_sync_master_timeout, the primary commits anyway and
+// silently goes on asynchronously, counting each such commit in
+// Rpl_semi_sync_master_no_tx, and switches back on (status ON) once a
+// replica has caught up with the binary log. So an intake statement is
+// accepted when semi-sync was on before and after it and no commit went
+// unacknowledged meanwhile; otherwise the caller gets ErrNotReplicated
+// (503: the platform retries). The row may be on the primary; the retry
+// finds it as a duplicate and is accepted once semi-sync is on again,
+// which means a replica has everything committed before (a duplicate
+// adds nothing to the binary log for a replica to acknowledge). Another
+// gateway's unacknowledged commit in the same moment also refuses ours:
+// conservative, and only while replication is degraded.
+
+// ErrNotReplicated reports an intake insert that no replica is known to
+// hold (mysql.durability: replica): answer 503, never 200.
+var ErrNotReplicated = errors.New("no replica acknowledged the callback (semi-synchronous replication is off or timed out)")
+
+// semiSync is one reading of the primary's semi-sync status.
+type semiSync struct {
+	on      bool  // Rpl_semi_sync_master_status
+	noTx    int64 // Rpl_semi_sync_master_no_tx
+	clients int64 // Rpl_semi_sync_master_clients
+}
+
+// semiSyncState is the last reading, for /readyz and the metrics.
+type semiSyncState struct {
+	known   atomic.Bool
+	on      atomic.Bool
+	clients atomic.Int64
+}
+
+// readSemiSync reads the primary's semi-sync status (MariaDB's and
+// MySQL's names alike). SHOW cannot be a server-side prepared statement:
+// the query has no arguments, so it goes as text.
+func (s *Store) readSemiSync(ctx context.Context) (semiSync, error) {
+	rows, err := s.sql.QueryContext(ctx, `SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_%'`)
+	if err != nil {
+		return semiSync{}, fmt.Errorf("error reading semi-sync status: %w", err)
+	}
+	defer rows.Close()
+	var r semiSync
+	seen := 0
+	for rows.Next() {
+		var name, value string
+		if err := rows.Scan(&name, &value); err != nil {
+			return semiSync{}, fmt.Errorf("error reading semi-sync status: %w", err)
+		}
+		switch strings.ToLower(strings.Replace(name, "_source_", "_master_", 1)) {
+		case "rpl_semi_sync_master_status":
+			r.on = strings.EqualFold(value, "ON")
+			seen++
+		case "rpl_semi_sync_master_no_tx":
+			r.noTx, _ = strconv.ParseInt(value, 10, 64)
+			seen++
+		case "rpl_semi_sync_master_clients":
+			r.clients, _ = strconv.ParseInt(value, 10, 64)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return semiSync{}, fmt.Errorf("error reading semi-sync status: %w", err)
+	}
+	if seen < 2 {
+		return semiSync{}, errors.New("the server reports no semi-synchronous replication status (Rpl_semi_sync_master_status)")
+	}
+	s.semi.on.Store(r.on)
+	s.semi.clients.Store(r.clients)
+	s.semi.known.Store(true)
+	return r, nil
+}
+
+// replicated runs an intake insert and, with durability replica, reports
+// ErrNotReplicated unless a replica acknowledged everything it committed.
+func (s *Store) replicated(ctx context.Context, insert func() error) error {
+	if !s.replica {
+		return insert()
+	}
+	before, err := s.readSemiSync(ctx)
+	if err != nil {
+		return err
+	}
+	if err := insert(); err != nil {
+		return err
+	}
+	after, err := s.readSemiSync(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotReplicated, err)
+	}
+	if !before.on || !after.on || after.noTx != before.noTx {
+		return ErrNotReplicated
+	}
+	return nil
+}
+
+// ReplicaAcknowledging reports, from the last reading, whether semi-sync
+// replication is on (a replica acknowledges commits) and how many replicas
+// are connected as semi-sync clients; known is false before any reading.
+func (s *Store) ReplicaAcknowledging() (on bool, clients int64, known bool) {
+	return s.semi.on.Load(), s.semi.clients.Load(), s.semi.known.Load()
+}
+
+// PingReplica reads the semi-sync status and fails, saying why, while no
+// replica acknowledges commits (the intake then answers 503). Without
+// durability replica it reports nothing.
+func (s *Store) PingReplica(ctx context.Context) error {
+	if !s.replica {
+		return nil
+	}
+	r, err := s.readSemiSync(ctx)
+	if err != nil {
+		return err
+	}
+	if !r.on {
+		return fmt.Errorf("no replica acknowledges commits (Rpl_semi_sync_master_status OFF, %d semi-sync replicas connected): callbacks are answered 503", r.clients)
+	}
+	return nil
+}
+
+// CheckReplication verifies at start that the primary replicates
+// losslessly semi-synchronously, naming the setting that is missing.
+func (s *Store) CheckReplication(ctx context.Context) error {
+	vars := map[string]string{}
+	rows, err := s.sql.QueryContext(ctx, `SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync_%'`)
+	if err != nil {
+		return fmt.Errorf("error reading semi-sync settings: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, value string
+		if err := rows.Scan(&name, &value); err != nil {
+			return fmt.Errorf("error reading semi-sync settings: %w", err)
+		}
+		vars[strings.ToLower(strings.Replace(name, "_source_", "_master_", 1))] = value
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("error reading semi-sync settings: %w", err)
+	}
+	const hint = " (mysql.durability: replica needs lossless semi-synchronous replication on the primary; README, \"Deployment\")"
+	enabled, ok := vars["rpl_semi_sync_master_enabled"]
+	switch {
+	case !ok:
+		return errors.New("the server has no rpl_semi_sync_master_enabled (MariaDB 10.3+ has it built in; MySQL needs the semisync plugin)" + hint)
+	case !strings.EqualFold(enabled, "ON"):
+		return fmt.Errorf("rpl_semi_sync_master_enabled is %s, want ON%s", enabled, hint)
+	}
+	if wp := vars["rpl_semi_sync_master_wait_point"]; !strings.EqualFold(wp, "AFTER_SYNC") {
+		return fmt.Errorf("rpl_semi_sync_master_wait_point is %s, want AFTER_SYNC (AFTER_COMMIT shows a commit to other sessions before a replica has it)%s", wp, hint)
+	}
+	return nil
+}
