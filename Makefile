@@ -8,11 +8,13 @@ CONFIG ?= configs/callgate.yaml
 # The whole suite, race detector on; well under 15 minutes on 2 cores.
 TEST_FLAGS ?= -race -count=1 -timeout 12m
 FAULT_FLAGS ?= -tags fault -count=1 -p 1 -timeout 12m
+HA_FLAGS ?= -tags fault,ha -count=1 -p 1 -timeout 15m
+HA_UP_LOG ?= $(or $(TMPDIR),/tmp)/callgate-ha-up.log
 FUZZTIME ?= 30s
 GOLANGCI_VERSION := v2.15.0
 GOVULNCHECK_VERSION := v1.9.0
 
-.PHONY: help build services migrate run test test-unit test-faults bench lint fuzz fmt
+.PHONY: help build services migrate run test test-unit test-faults test-ha bench lint fuzz fmt
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -29,10 +31,15 @@ migrate: services build ## apply the database migrations
 run: migrate ## run the gateway and the worker on :8080 against local services (demo mode: CALLGATE_DEMO=1)
 	CALLGATE_DEMO=$${CALLGATE_DEMO:-1} scripts/run.sh $(CONFIG)
 
-test: services ## every test: unit, integration, browser (race detector on), then the fault suite
+test: services ## every test: unit, integration, browser (race detector on), the fault suite, then the HA scenarios
 	scripts/chromium.sh
-	$(GO) test $(TEST_FLAGS) ./...
-	$(MAKE) --no-print-directory test-faults
+	@# The HA servers start in the background while the other suites run
+	@# (scripts/ha.sh up; test-ha waits for it, and removes them at the end).
+	scripts/ha.sh up > $(HA_UP_LOG) 2>&1 &
+	status=0; $(GO) test $(TEST_FLAGS) ./... || status=$$?; \
+	  if [ $$status = 0 ]; then $(MAKE) --no-print-directory test-faults || status=$$?; fi; \
+	  if [ $$status = 0 ]; then $(MAKE) --no-print-directory test-ha || status=$$?; else cat $(HA_UP_LOG); scripts/ha.sh down; fi; \
+	  exit $$status
 
 test-unit: services ## the tests without the fault suite
 	$(GO) test $(TEST_FLAGS) ./...
@@ -40,12 +47,18 @@ test-unit: services ## the tests without the fault suite
 test-faults: services ## the fault suite: real processes, killed workers, broker and MySQL outages
 	$(GO) test $(FAULT_FLAGS) -v ./test/fault/
 
+test-ha: services ## the HA scenarios: primary lost, replication stopped, broker nodes lost, processes lost (scripts/ha.sh starts a 3-server MariaDB and a 3-node RabbitMQ, then removes them; HA_KEEP=1 keeps them)
+	scripts/ha.sh up
+	status=0; env $$(scripts/ha.sh env) $(GO) test $(HA_FLAGS) -v -run '^TestHA' ./test/fault/ || status=$$?; \
+	  if [ -z "$(HA_KEEP)" ]; then scripts/ha.sh down; fi; exit $$status
+
 bench: services build ## the benchmark: raw INSERT baseline, intake alone, worker drain, open loop, capacity sweep (ratios to the baseline)
 	$(BIN)/loadgen -bin $(BIN) -json bench-latest.json
 
 lint: ## go vet, gofmt, golangci-lint (committed config) and govulncheck
 	$(GO) vet ./...
 	$(GO) vet -tags fault ./test/fault/
+	$(GO) vet -tags fault,ha ./test/fault/
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@command -v golangci-lint >/dev/null || $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
 	golangci-lint run ./...

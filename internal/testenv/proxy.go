@@ -40,6 +40,16 @@ func (p *Proxy) Up(t testing.TB) {
 	require.NoError(t, p.p.Start())
 }
 
+// Move points the proxy at another upstream, as a failover moves a
+// virtual IP: the connections through it are closed and new ones reach
+// upstream, on the same address.
+func (p *Proxy) Move(t testing.TB, upstream string) {
+	t.Helper()
+	p.p.Stop()
+	p.p.Upstream = upstream
+	require.NoError(t, p.p.Start())
+}
+
 // Hang makes the proxy swallow all data without answering (a hung server).
 func (p *Proxy) Hang(t testing.TB) {
 	t.Helper()

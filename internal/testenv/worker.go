@@ -56,9 +56,19 @@ func Downstream(t testing.TB, cfg *config.Config) *Queue {
 	ch := q.Channel()
 	topo := broker.NewTopology(cfg.AMQP, nil)
 	require.NoError(t, ch.ExchangeDeclare(topo.DownstreamExchange(), amqp.ExchangeTopic, true, false, false, false, topo.DownstreamArgs()))
-	_, err := ch.QueueDeclare(name, true, false, false, false, nil)
+	// A quorum queue on a cluster: a subscriber's queue survives the loss
+	// of a node as callgate's own do. A busy cluster can refuse a new
+	// quorum queue for a moment (cluster_not_formed, the channel closed):
+	// declare again on a new channel.
+	var err error
+	for try := 0; try < 20; try++ {
+		if _, err = q.Channel().QueueDeclare(name, true, false, false, false, topo.QueueArgs()); err == nil {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 	require.NoError(t, err)
-	require.NoError(t, ch.QueueBind(name, "#", cfg.AMQP.Prefix+".downstream", false, nil))
+	require.NoError(t, q.Channel().QueueBind(name, "#", cfg.AMQP.Prefix+".downstream", false, nil))
 	return q
 }
 

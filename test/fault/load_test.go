@@ -26,7 +26,10 @@ import (
 // retried after a transport error or a 5xx until it is answered 200, as a
 // platform would.
 type loadSpec struct {
-	URL    string
+	URL string
+	// URLs, when set, are several gateways: each try goes to the next
+	// (a platform behind a load balancer), so a retry reaches a live one.
+	URLs   []string
 	Secret string
 	Orders []string
 	// First is the index of Orders[0] among the orders testenv.CreateOrders
@@ -58,6 +61,7 @@ type load struct {
 	logIDs   []atomic.Int64
 	fresh    []atomic.Int32
 	answered []atomic.Int32 // 200s received (of Copies)
+	okAt     []atomic.Int64 // when its first 200 came (UnixNano; 0: none yet)
 
 	sent, ok, s503, s5xx, s4xx, transport, retries, mismatch atomic.Int64
 	completed                                                atomic.Int64 // orders with every copy answered 200
@@ -67,6 +71,7 @@ type load struct {
 
 	latMu sync.Mutex
 	lat   []time.Duration // of the 200 answers
+	latAt []time.Time     // when each of lat was answered
 }
 
 // startLoad runs spec in the background; wait returns when every request
@@ -99,6 +104,7 @@ func startLoad(t *testing.T, spec loadSpec) *load {
 		logIDs:   make([]atomic.Int64, len(spec.Orders)),
 		fresh:    make([]atomic.Int32, len(spec.Orders)),
 		answered: make([]atomic.Int32, len(spec.Orders)),
+		okAt:     make([]atomic.Int64, len(spec.Orders)),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), spec.Limit)
 	t.Cleanup(func() { cancel(); <-l.done })
@@ -167,7 +173,7 @@ func (l *load) send(ctx context.Context, i int) {
 			return
 		}
 		began := time.Now()
-		status, raw, err := l.post(ctx, msgID, body)
+		status, raw, err := l.post(ctx, l.target(i+try), msgID, body)
 		took := time.Since(began)
 		l.sent.Add(1)
 		switch {
@@ -200,8 +206,10 @@ func (l *load) send(ctx context.Context, i int) {
 			continue
 		}
 		l.ok.Add(1)
+		l.okAt[i].CompareAndSwap(0, time.Now().UnixNano())
 		l.latMu.Lock()
 		l.lat = append(l.lat, took)
+		l.latAt = append(l.latAt, began.Add(took))
 		l.latMu.Unlock()
 		if !a.Duplicate {
 			l.fresh[i].Add(1)
@@ -217,13 +225,21 @@ func (l *load) send(ctx context.Context, i int) {
 	}
 }
 
-func (l *load) post(ctx context.Context, msgID string, body []byte) (int, []byte, error) {
+// target is the gateway of try n.
+func (l *load) target(n int) string {
+	if len(l.spec.URLs) == 0 {
+		return l.spec.URL
+	}
+	return l.spec.URLs[n%len(l.spec.URLs)]
+}
+
+func (l *load) post(ctx context.Context, url, msgID string, body []byte) (int, []byte, error) {
 	ts := time.Now()
 	sig, err := signature.SignStandardWebhooks(l.spec.Secret, msgID, ts, body)
 	if err != nil {
 		return 0, nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.spec.URL+"/callbacks/paydemo", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/callbacks/paydemo", bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -261,6 +277,51 @@ func paymentNo(code string) string { return "PAY-" + code }
 func (l *load) figures() string {
 	return fmt.Sprintf("sent=%d 200s=%d 503s=%d other5xx=%d 4xx=%d transport_errs=%d retries=%d %s",
 		l.sent.Load(), l.ok.Load(), l.s503.Load(), l.s5xx.Load(), l.s4xx.Load(), l.transport.Load(), l.retries.Load(), l.latency())
+}
+
+// p99Between is the 99th percentile of the 200 answers given between from
+// and to, and how many there were.
+func (l *load) p99Between(from, to time.Time) (time.Duration, int) {
+	l.latMu.Lock()
+	var lat []time.Duration
+	for i, at := range l.latAt {
+		if !at.Before(from) && at.Before(to) {
+			lat = append(lat, l.lat[i])
+		}
+	}
+	l.latMu.Unlock()
+	if len(lat) == 0 {
+		return 0, 0
+	}
+	slices.Sort(lat)
+	return lat[min(len(lat)-1, int(0.99*float64(len(lat))))].Round(100 * time.Microsecond), len(lat)
+}
+
+// answeredBetween returns the orders (indexes) whose first 200 came
+// between from and to.
+func (l *load) answeredBetween(from, to time.Time) []int {
+	var out []int
+	for i := range l.okAt {
+		at := l.okAt[i].Load()
+		if at >= from.UnixNano() && at < to.UnixNano() {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// firstAnsweredAfter is when the first 200 after t came (zero: none).
+func (l *load) firstAnsweredAfter(t time.Time) time.Time {
+	var first int64
+	for i := range l.okAt {
+		if at := l.okAt[i].Load(); at > t.UnixNano() && (first == 0 || at < first) {
+			first = at
+		}
+	}
+	if first == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, first)
 }
 
 // latency summarises how long the 200 answers took.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql"
+	"github.com/go-sql-driver/mysql"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -58,9 +58,12 @@ type rig struct {
 	dsn     string         // what the processes use (may go through a proxy)
 	cfgPath string
 	url     string
+	urls    []string // every gateway's (url is the first's)
 	codes   []string
-	gw      *proc
-	wk      *proc
+	gw      *proc          // the first gateway
+	wk      *proc          // the first worker
+	gws     []*proc        // every gateway (rigOpts.Pairs)
+	wks     []*proc        // every worker
 	mysql   *testenv.Proxy // nil unless rigOpts.MySQLProxy
 }
 
@@ -70,48 +73,79 @@ type rigOpts struct {
 	BatchSize int
 	// MySQLProxy puts a Toxiproxy between the processes and MySQL.
 	MySQLProxy bool
+	// Pairs is how many gateways and workers run (default 1).
+	Pairs int
+	// Env is added to every process's environment (the HA scenarios'
+	// broker nodes and durability).
+	Env []string
+	// YAML are further settings of the shipped file, by dotted key.
+	YAML map[string]any
+	// Config edits the test's own config (the one its assertions and its
+	// downstream queue use), to match what YAML gives the processes.
+	Config func(*config.Config)
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
 	t.Helper()
-	cfg := testenv.Config(t)
+	var mutate []func(*config.Config)
+	if o.Config != nil {
+		mutate = append(mutate, o.Config)
+	}
+	cfg := testenv.Config(t, mutate...)
 	r := &rig{t: t, cfg: cfg, dsn: cfg.MySQL.DSN}
 	if o.MySQLProxy {
-		r.mysql = testenv.NewProxy(t, "127.0.0.1:3306")
-		require.Contains(t, cfg.MySQL.DSN, "127.0.0.1:3306")
-		r.dsn = strings.Replace(cfg.MySQL.DSN, "127.0.0.1:3306", r.mysql.Addr(), 1)
+		mc, err := mysql.ParseDSN(cfg.MySQL.DSN)
+		require.NoError(t, err)
+		r.mysql = testenv.NewProxy(t, mc.Addr)
+		mc.Addr = r.mysql.Addr()
+		r.dsn = mc.FormatDSN()
 	}
 	db, err := sql.Open("mysql", cfg.MySQL.DSN)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	r.db = db
 
-	r.cfgPath = writeFaultConfig(t, o.BatchSize)
+	r.cfgPath = writeFaultConfig(t, o.BatchSize, o.YAML)
 	if o.Orders > 0 {
 		r.codes = testenv.CreateOrders(t, cfg, cfg.AMQP.Prefix, o.Orders)
 	}
 	// Bound before the worker publishes anything.
 	testenv.Downstream(t, cfg)
 
-	addr := freeAddr(t)
-	r.url = "http://" + addr
-	env := []string{
-		"CALLGATE_MYSQL_DSN=" + r.dsn,
-		"CALLGATE_AMQP_URL=" + cfg.AMQP.URL,
-		"CALLGATE_AMQP_PREFIX=" + cfg.AMQP.Prefix,
-		"CALLGATE_HTTP_ADDR=" + addr,
-		"CALLGATE_DEMO=1", // the suite signs with the demo sources' secrets
+	if o.Pairs == 0 {
+		o.Pairs = 1
 	}
-	r.gw = newProc(t, "gateway", gatewayBin, env, "-config", r.cfgPath)
-	r.gw.ready = readyzCheck(r.url, 30*time.Second)
-	r.wk = newProc(t, "worker", workerBin, env, "-config", r.cfgPath)
-	r.wk.ready = startedCheck(30 * time.Second)
+	for i := range o.Pairs {
+		addr := freeAddr(t)
+		url := "http://" + addr
+		env := append([]string{
+			"CALLGATE_MYSQL_DSN=" + r.dsn,
+			"CALLGATE_AMQP_URL=" + cfg.AMQP.URL,
+			"CALLGATE_AMQP_PREFIX=" + cfg.AMQP.Prefix,
+			"CALLGATE_HTTP_ADDR=" + addr,
+			"CALLGATE_DEMO=1", // the suite signs with the demo sources' secrets
+		}, o.Env...)
+		name := func(what string) string {
+			if o.Pairs == 1 {
+				return what
+			}
+			return fmt.Sprintf("%s%d", what, i+1)
+		}
+		gw := newProc(t, name("gateway"), gatewayBin, env, "-config", r.cfgPath)
+		gw.ready = readyzCheck(url, 30*time.Second)
+		wk := newProc(t, name("worker"), workerBin, env, "-config", r.cfgPath)
+		wk.ready = startedCheck(30 * time.Second)
+		r.urls = append(r.urls, url)
+		r.gws = append(r.gws, gw)
+		r.wks = append(r.wks, wk)
+	}
+	r.url, r.gw, r.wk = r.urls[0], r.gws[0], r.wks[0]
 	return r
 }
 
 // writeFaultConfig writes the shipped YAML with faultYAML applied (a YAML
 // round trip: ${VAR} references stay as they are, comments go).
-func writeFaultConfig(t *testing.T, batchSize int) string {
+func writeFaultConfig(t *testing.T, batchSize int, extra map[string]any) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml"))
 	require.NoError(t, err)
@@ -141,6 +175,9 @@ func writeFaultConfig(t *testing.T, batchSize int) string {
 	if batchSize > 0 {
 		set("worker.batch_size", batchSize, true)
 	}
+	for k, v := range extra {
+		set(k, v, true)
+	}
 	out, err := yaml.Marshal(tree)
 	require.NoError(t, err)
 	p := filepath.Join(t.TempDir(), "callgate.yaml")
@@ -150,16 +187,23 @@ func writeFaultConfig(t *testing.T, batchSize int) string {
 	return p
 }
 
-// startBoth starts the gateway and the worker and waits for both.
+// startBoth starts the gateways and the workers and waits for them.
 func (r *rig) startBoth() {
 	r.t.Helper()
-	r.gw.start()
-	r.wk.start()
+	for _, p := range r.gws {
+		p.start()
+	}
+	for _, p := range r.wks {
+		p.start()
+	}
 }
 
 // load starts a load of r's orders (or of codes, if given).
 func (r *rig) load(spec loadSpec) *load {
 	spec.URL = r.url
+	if len(r.urls) > 1 {
+		spec.URLs = r.urls
+	}
 	spec.Secret = testenv.Secret(r.t, r.cfg, "paydemo")
 	if spec.Orders == nil {
 		spec.Orders = r.codes

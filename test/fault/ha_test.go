@@ -1,0 +1,437 @@
+//go:build fault && ha
+
+package fault
+
+// The HA scenarios: the fault suite's checks on replicated servers, started
+// by scripts/ha.sh (make test-ha): three MariaDB servers (a primary and two
+// semi-synchronous replicas, reached through a proxy standing in for the
+// address a failover moves) and a three-node RabbitMQ cluster with quorum
+// queues, under a steady stream of signed callbacks through two gateways
+// and two workers. Each ends with the fault suite's verify: every 200 is a
+// row processed exactly once in effect, every notification delivered.
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+
+	"callgate/internal/broker"
+	"callgate/internal/config"
+	"callgate/internal/testenv"
+)
+
+// haCluster is what scripts/ha.sh started (its env command).
+type haCluster struct {
+	dbPorts, mqPorts []string
+}
+
+func cluster(t *testing.T) *haCluster {
+	t.Helper()
+	db, mq := os.Getenv("CALLGATE_HA_DB_PORTS"), os.Getenv("CALLGATE_HA_MQ_PORTS")
+	if db == "" || mq == "" {
+		t.Fatal("the HA scenarios run through make test-ha (scripts/ha.sh starts the servers and sets CALLGATE_HA_*)")
+	}
+	return &haCluster{dbPorts: strings.Split(db, ","), mqPorts: strings.Split(mq, ",")}
+}
+
+// script runs scripts/ha.sh with args and returns its standard output.
+func (c *haCluster) script(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "scripts", "ha.sh"), args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "scripts/ha.sh %s: %s", strings.Join(args, " "), stderr.String())
+	return strings.TrimSpace(string(out))
+}
+
+func (c *haCluster) dbAddr(n int) string { return "127.0.0.1:" + c.dbPorts[n-1] }
+
+// db opens a root connection to server n's database name.
+func (c *haCluster) db(t *testing.T, n int, name string) *sql.DB {
+	t.Helper()
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Net, cfg.Addr, cfg.DBName = "root", "tcp", c.dbAddr(n), name
+	cfg.ParseTime, cfg.Timeout = true, 2*time.Second
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// dbName is the database a DSN names.
+func dbName(t *testing.T, dsn string) string {
+	t.Helper()
+	c, err := mysql.ParseDSN(dsn)
+	require.NoError(t, err)
+	return c.DBName
+}
+
+func (c *haCluster) mqURLs() string {
+	urls := make([]string, len(c.mqPorts))
+	for i, p := range c.mqPorts {
+		urls[i] = "amqp://guest:guest@127.0.0.1:" + p + "/"
+	}
+	return strings.Join(urls, ",")
+}
+
+// original makes sure db1 is the primary of db2 and db3 (a failover
+// scenario promoted another), rebuilding the servers if not.
+func (c *haCluster) original(t *testing.T) {
+	t.Helper()
+	ok := func() bool {
+		var ro int
+		if err := c.db(t, 1, "").QueryRow(`SELECT @@read_only`).Scan(&ro); err != nil || ro != 0 {
+			return false
+		}
+		var name, clients string
+		err := c.db(t, 1, "").QueryRow(`SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_clients'`).Scan(&name, &clients)
+		return err == nil && clients == "2"
+	}
+	if !ok() {
+		t.Log("HA: rebuilding the MariaDB servers (db1 primary)")
+		c.script(t, "reset-db")
+	}
+}
+
+// haRig is a rig of two gateways and two workers on the cluster: MySQL
+// through a proxy on the primary, every RabbitMQ node in amqp.urls,
+// quorum queues.
+func haRig(t *testing.T, c *haCluster, batchSize, orders int, durability string) *rig {
+	t.Helper()
+	return newRig(t, rigOpts{
+		BatchSize:  batchSize,
+		Orders:     orders,
+		MySQLProxy: true,
+		Pairs:      2,
+		Env:        []string{"CALLGATE_AMQP_URLS=" + c.mqURLs(), "CALLGATE_MYSQL_DURABILITY=" + durability},
+		YAML:       map[string]any{"amqp.queue_type": "quorum"},
+		// The test's downstream queue survives a node as callgate's do.
+		Config: func(cfg *config.Config) { cfg.AMQP.QueueType = broker.QueueTypeQuorum },
+	})
+}
+
+// haRate is the scenarios' steady stream: 150 callbacks a second.
+const haRate = 150
+
+// haStart puts the cluster in its original shape, starts a rig of n
+// orders on it and the steady stream of their callbacks.
+func haStart(t *testing.T, batchSize, n int, durability string) (*haCluster, *rig, *load) {
+	t.Helper()
+	c := cluster(t)
+	c.original(t)
+	r := haRig(t, c, batchSize, n, durability)
+	r.startBoth()
+	return c, r, r.load(loadSpec{Rate: haRate})
+}
+
+// TestHAPrimaryLost: the MySQL primary is SIGKILLed under load, the most
+// advanced replica promoted as the runbook says and the address moved.
+// Every callback answered 200, before or after, is on the new primary and
+// processed exactly once in effect; intake answers 200 again within
+// seconds of the move.
+func TestHAPrimaryLost(t *testing.T) { testenv.EachBatchSize(t, testHAPrimaryLost) }
+
+func testHAPrimaryLost(t *testing.T, batchSize int) {
+	start := time.Now()
+	const n = 1500
+	c, r, l := haStart(t, batchSize, n, "replica")
+
+	l.waitCompleted(n / 5)
+	answeredAtKill := l.completed.Load()
+	killed := time.Now()
+	c.script(t, "kill-db", "1")
+	primary, err := strconv.Atoi(c.script(t, "promote"))
+	require.NoError(t, err)
+	r.mysql.Move(t, c.dbAddr(primary))
+	moved := time.Now()
+	// The assertions read the new primary too.
+	r.db = c.db(t, primary, dbName(t, r.cfg.MySQL.DSN))
+	t.Logf("primary killed after %d answers; db%d promoted and the address moved in %s", answeredAtKill, primary, secs(moved.Sub(killed)))
+
+	back := l.firstAnsweredAfter(moved)
+	for back.IsZero() && !l.isDone() {
+		time.Sleep(20 * time.Millisecond)
+		back = l.firstAnsweredAfter(moved)
+	}
+	require.False(t, back.IsZero(), "no 200 after the move")
+	l.wait()
+	drained := r.drained(2 * time.Minute)
+	v := r.verify(time.Minute, l)
+	summary(t, l, v, start, "failover="+secs(moved.Sub(killed)), "intake_back_after_move="+secs(back.Sub(moved)),
+		"recovery="+secs(drained.Sub(moved)))
+}
+
+// TestHAReplicationStopped: both replicas stop replicating for 10 s. With
+// mysql.durability: replica no callback is answered 200 while only the
+// primary holds it (503s instead) and everything is accepted once they
+// are back; with primary (the default) the same outage answers 200 for
+// callbacks no replica has, which a failover in that window would lose:
+// the figure is what the setting buys.
+func TestHAReplicationStopped(t *testing.T) {
+	testenv.EachBatchSize(t, func(t *testing.T, batchSize int) { testHAReplicationStopped(t, batchSize, "replica") })
+	t.Run("durability=primary", func(t *testing.T) { testHAReplicationStopped(t, 0, "primary") })
+}
+
+func testHAReplicationStopped(t *testing.T, batchSize int, durability string) {
+	start := time.Now()
+	const n = 2250 // 15 s: 2 s before the outage, 10 s of it, 3 s after
+	c, r, l := haStart(t, batchSize, n, durability)
+	name := dbName(t, r.cfg.MySQL.DSN)
+	replicas := []*sql.DB{c.db(t, 2, ""), c.db(t, 3, "")}
+
+	l.waitCompleted(300)
+	s503Before := l.s503.Load()
+	stopped := time.Now()
+	for _, db := range replicas {
+		_, err := db.Exec(`STOP SLAVE IO_THREAD`)
+		require.NoError(t, err)
+	}
+	time.Sleep(10 * time.Second)
+	// What the replicas hold once they applied what they received.
+	for _, db := range replicas {
+		waitApplied(t, db)
+	}
+	until := time.Now()
+	during := l.answeredBetween(stopped, until)
+	onReplica := map[string]bool{}
+	for _, db := range replicas {
+		keysOn(t, db, name, onReplica)
+	}
+	var onlyPrimary int
+	for _, i := range during {
+		if !onReplica[l.spec.Orders[i]] {
+			onlyPrimary++
+		}
+	}
+	s503 := l.s503.Load() - s503Before
+	for _, db := range replicas {
+		_, err := db.Exec(`START SLAVE IO_THREAD`)
+		require.NoError(t, err)
+	}
+	restarted := time.Now()
+	t.Logf("replication stopped for %s (durability %s): %d callbacks answered 200, %d of them on no replica; %d answers 503",
+		secs(until.Sub(stopped)), durability, len(during), onlyPrimary, s503)
+	if durability == "replica" {
+		require.Zero(t, onlyPrimary, "callbacks answered 200 while only the primary held them")
+		require.Positive(t, s503, "the intake answers 503 while no replica acknowledges")
+	} else {
+		require.Positive(t, onlyPrimary, "with durability primary the intake accepts what only the primary holds (this is what the setting buys)")
+	}
+	back := l.firstAnsweredAfter(restarted)
+	l.wait()
+	drained := r.drained(2 * time.Minute)
+	v := r.verify(time.Minute, l)
+	extra := []string{"durability=" + durability, "outage=" + secs(until.Sub(stopped)),
+		"answered_200_during=" + strconv.Itoa(len(during)), "answered_200_on_no_replica=" + strconv.Itoa(onlyPrimary),
+		"503s_during=" + strconv.FormatInt(s503, 10), "recovery=" + secs(drained.Sub(restarted))}
+	if !back.IsZero() {
+		extra = append(extra, "intake_back_after="+secs(back.Sub(restarted)))
+	}
+	summary(t, l, v, start, extra...)
+}
+
+// keysOn adds the business keys of the callbacks server db holds in
+// database name to keys.
+func keysOn(t *testing.T, db *sql.DB, name string, keys map[string]bool) {
+	t.Helper()
+	rows, err := db.Query("SELECT business_key FROM `" + name + "`.callback_log")
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		require.NoError(t, rows.Scan(&key))
+		keys[key] = true
+	}
+	require.NoError(t, rows.Err())
+}
+
+// waitApplied waits until a replica's SQL thread has applied everything
+// its IO thread received.
+func waitApplied(t *testing.T, db *sql.DB) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var applied string
+		if err := db.QueryRow(`SELECT @@gtid_slave_pos`).Scan(&applied); err != nil {
+			return false
+		}
+		io, err := slaveField(db, "Gtid_IO_Pos")
+		return err == nil && io == applied
+	}, 30*time.Second, 50*time.Millisecond, "the replica applies its relay log")
+}
+
+// slaveField reads one column of SHOW SLAVE STATUS.
+func slaveField(db *sql.DB, field string) (string, error) {
+	rows, err := db.Query(`SHOW SLAVE STATUS`)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return "", err
+	}
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return "", err
+		}
+		return "", fmt.Errorf("not a replica")
+	}
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return "", err
+	}
+	for i, c := range cols {
+		if c == field {
+			return string(vals[i]), nil
+		}
+	}
+	return "", fmt.Errorf("no column %s", field)
+}
+
+// TestHABrokerNodeLost: the RabbitMQ node holding the payment queue's
+// leader is SIGKILLed, then (after it is back) the node the first gateway
+// is connected to. Nothing is lost, nothing done twice in effect, and
+// processing resumes within seconds; the intake's p99 during each loss is
+// reported.
+func TestHABrokerNodeLost(t *testing.T) { testenv.EachBatchSize(t, testHABrokerNodeLost) }
+
+func testHABrokerNodeLost(t *testing.T, batchSize int) {
+	start := time.Now()
+	const n = 3750 // 25 s: both losses fall inside the stream
+	c, r, l := haStart(t, batchSize, n, "replica")
+	l.waitCompleted(n / 15)
+
+	leader := c.queueLeader(t, r.cfg.AMQP.Prefix+".payment")
+	figures := []string{}
+	for round, node := range []func() int{
+		func() int { return leader },
+		func() int { return gatewayNode(t, r.gw, c) },
+	} {
+		victim := node()
+		// One machine at a time: the node killed before is back and has
+		// caught up, so losing this one leaves every queue a majority.
+		c.script(t, "mq-safe-to-lose", strconv.Itoa(victim))
+		before, err := r.counts()
+		require.NoError(t, err)
+		killed := time.Now()
+		c.script(t, "kill-mq", strconv.Itoa(victim))
+		t.Cleanup(func() { c.script(t, "start-mq", strconv.Itoa(victim)) }) // also if the test fails
+		resumed := r.progressAfter(before.success, l, time.Minute)
+		// Down while it boots again (8-15 s here).
+		c.script(t, "start-mq", strconv.Itoa(victim))
+		back := time.Now()
+		p99, answers := l.p99Between(killed, back)
+		what := [...]string{"queue_leader", "gateway_node"}[round]
+		t.Logf("%s mq%d killed: processing resumed after %s; node back after %s; intake p99 during the loss %s over %d answers",
+			what, victim, secs(resumed.Sub(killed)), secs(back.Sub(killed)), p99, answers)
+		figures = append(figures, fmt.Sprintf("%s=mq%d resumed_after=%s intake_p99_during=%s", what, victim, secs(resumed.Sub(killed)), p99))
+	}
+	l.wait()
+	drained := r.drained(2 * time.Minute)
+	v := r.verify(time.Minute, l)
+	summary(t, l, v, start, append(figures, "recovery="+secs(drained.Sub(start)))...)
+}
+
+// progressAfter waits until more callbacks than base have been processed
+// (SUCCESS), or l is over with nothing PENDING, and returns when:
+// processing goes on.
+func (r *rig) progressAfter(base int, l *load, limit time.Duration) time.Time {
+	r.t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if c, err := r.counts(); err == nil && (c.success > base || l.isDone() && c.pending == 0) {
+			return time.Now()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.FailNow(r.t, "processing did not resume")
+	return time.Time{}
+}
+
+// queueLeader is the number of the node holding queue's leader.
+func (c *haCluster) queueLeader(t *testing.T, queue string) int {
+	t.Helper()
+	var out []byte
+	var err error
+	for n := range c.mqPorts {
+		cmd := exec.Command("rabbitmqctl", "-q", "-n", fmt.Sprintf("callgate-ha-%d@localhost", n+1),
+			"list_queues", "name", "leader", "--formatter", "json")
+		if out, err = cmd.Output(); err == nil {
+			break
+		}
+	}
+	require.NoError(t, err, "rabbitmqctl list_queues")
+	var queues []struct {
+		Name   string `json:"name"`
+		Leader string `json:"leader"`
+	}
+	require.NoError(t, json.Unmarshal(out, &queues), "%s", out)
+	for _, q := range queues {
+		if q.Name == queue {
+			m := regexp.MustCompile(`^callgate-ha-(\d)@`).FindStringSubmatch(q.Leader)
+			require.NotNil(t, m, "leader %q", q.Leader)
+			n, _ := strconv.Atoi(m[1])
+			return n
+		}
+	}
+	require.FailNow(t, "no such queue", queue)
+	return 0
+}
+
+var connectedNode = regexp.MustCompile(`broker: (?:re)?connected.*"node":"127\.0\.0\.1:(\d+)/`)
+
+// gatewayNode is the number of the node p last connected to (its log).
+func gatewayNode(t *testing.T, p *proc, c *haCluster) int {
+	t.Helper()
+	raw, err := os.ReadFile(p.logPath())
+	require.NoError(t, err)
+	m := connectedNode.FindAllStringSubmatch(string(raw), -1)
+	require.NotEmpty(t, m, "the gateway logged no connect")
+	port := m[len(m)-1][1]
+	for i, p := range c.mqPorts {
+		if p == port {
+			return i + 1
+		}
+	}
+	require.FailNow(t, "connected to an unknown port", port)
+	return 0
+}
+
+// TestHAProcessLost: one of two gateways and one of two workers are
+// SIGKILLed mid-stream. The survivors carry on (the platforms' retries
+// reach the live gateway) and the callbacks the dead gateway had answered
+// 200 are processed.
+func TestHAProcessLost(t *testing.T) { testenv.EachBatchSize(t, testHAProcessLost) }
+
+func testHAProcessLost(t *testing.T, batchSize int) {
+	start := time.Now()
+	const n = 1500
+	_, r, l := haStart(t, batchSize, n, "replica")
+	l.waitCompleted(n / 5)
+	killed := time.Now()
+	r.gws[1].Kill()
+	r.wks[1].Kill()
+	l.wait()
+	p99, answers := l.p99Between(killed, killed.Add(5*time.Second))
+	drained := r.drained(2 * time.Minute)
+	v := r.verify(time.Minute, l)
+	require.True(t, r.gws[0].running() && r.wks[0].running(), "the survivors carry on")
+	summary(t, l, v, start, fmt.Sprintf("intake_p99_5s_after_kill=%s over %d answers", p99, answers),
+		"recovery="+secs(drained.Sub(killed)))
+}
