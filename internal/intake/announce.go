@@ -2,6 +2,7 @@ package intake
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"callgate/internal/broker"
@@ -42,7 +43,9 @@ var _ Inserter = OneByOne{}
 // InsertCallback implements Inserter.
 func (o OneByOne) InsertCallback(ctx context.Context, l *callback.Log) (store.InsertResult, error) {
 	res, err := o.Store.InsertCallback(ctx, l)
-	if err == nil && !res.Duplicate {
+	// A row the primary alone holds (503) is announced too: the retry is a
+	// duplicate, never announced.
+	if (err == nil || errors.Is(err, store.ErrNotReplicated)) && res.ID != 0 && !res.Duplicate {
 		o.Announce([]store.Inserted{{ID: res.ID, Kind: l.Kind, TraceID: l.TraceID}})
 	}
 	return res, err

@@ -237,7 +237,7 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 			unique = append(unique, p)
 		}
 	}
-	err := b.st.replicated(ctx, func() error {
+	err := b.st.replicated(ctx, func() (bool, error) {
 		err := b.insert(ctx, unique)
 		var refused *statementError
 		if errors.As(err, &refused) && !connectionFailure(err) && len(unique) > 1 {
@@ -250,14 +250,25 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 				p.res, p.err = b.st.insertCallback(ctx, p.row)
 			}
 		}
-		return err
+		wrote := false
+		for _, p := range unique {
+			wrote = wrote || p.err == nil && p.res.ID != 0 && !p.res.Duplicate
+		}
+		return wrote, err
 	})
+	// Rows committed on the primary alone are answered 503 but announced
+	// all the same: the platform's retry is a duplicate, which is never
+	// announced, and processing them is idempotent.
+	notReplicated := errors.Is(err, ErrNotReplicated)
 	var fresh []Inserted
 	for _, p := range batch {
 		f := firsts[key{p.row.Source, p.row.EventID}]
 		switch {
 		case err != nil:
 			p.err = fmt.Errorf("error inserting callback batch: %w", translate(err))
+			if notReplicated && f == p && f.err == nil && p.res.ID != 0 && !p.res.Duplicate {
+				fresh = append(fresh, Inserted{ID: p.res.ID, Kind: p.row.Kind, TraceID: p.row.TraceID})
+			}
 		case f.err != nil:
 			p.err = f.err
 		case f != p:

@@ -87,15 +87,18 @@ type InsertResult struct {
 //
 // With durability replica it fails with ErrNotReplicated unless a replica
 // acknowledged it (replication.go).
+//
+// A row committed on the primary alone is answered with ErrNotReplicated
+// and its result (its ID), so that it is still announced.
 func (s *Store) InsertCallback(ctx context.Context, l *callback.Log) (res InsertResult, err error) {
-	err = s.replicated(ctx, func() error {
+	err = s.replicated(ctx, func() (bool, error) {
 		res, err = s.insertCallback(ctx, l)
-		return err
+		return err == nil && !res.Duplicate, err
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return InsertResult{}, err
 	}
-	return res, nil
+	return res, err
 }
 
 // insertCallback is InsertCallback without the replication check.

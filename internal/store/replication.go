@@ -26,15 +26,22 @@ import (
 // accepted when semi-sync was on before and after it and no commit went
 // unacknowledged meanwhile; otherwise the caller gets ErrNotReplicated
 // (503: the platform retries). The row may be on the primary; the retry
-// finds it as a duplicate and is accepted once semi-sync is on again,
-// which means a replica has everything committed before (a duplicate
-// adds nothing to the binary log for a replica to acknowledge). Another
+// finds it as a duplicate, and is accepted once a write of its own (to
+// intake_barrier) is acknowledged, which covers every earlier commit (a
+// duplicate adds nothing to the binary log for a replica to acknowledge,
+// and semi-sync being on says nothing of commits made while it was off).
+// Another
 // gateway's unacknowledged commit in the same moment also refuses ours:
 // conservative, and only while replication is degraded.
 
 // ErrNotReplicated reports an intake insert that no replica is known to
 // hold (mysql.durability: replica): answer 503, never 200.
 var ErrNotReplicated = errors.New("no replica acknowledged the callback (semi-synchronous replication is off or timed out)")
+
+// ErrReplicationSettings marks CheckReplication's answer that the server
+// does not replicate losslessly semi-synchronously (as opposed to not
+// being reachable to ask).
+var ErrReplicationSettings = errors.New("not lossless semi-synchronous replication")
 
 // semiSync is one reading of the primary's semi-sync status.
 type semiSync struct {
@@ -90,17 +97,32 @@ func (s *Store) readSemiSync(ctx context.Context) (semiSync, error) {
 }
 
 // replicated runs an intake insert and, with durability replica, reports
-// ErrNotReplicated unless a replica acknowledged everything it committed.
-func (s *Store) replicated(ctx context.Context, insert func() error) error {
+// ErrNotReplicated unless a replica acknowledged everything it committed
+// and everything it found already there. insert reports whether it wrote
+// a row: when it met only duplicates it committed nothing for a replica
+// to acknowledge, and the duplicates' rows may have been committed while
+// semi-sync was off (their first request was answered 503), with semi-sync
+// on again since without a replica having them (switched on at a
+// promotion, or at a primary's restart); so a write to intake_barrier
+// goes through semi-sync instead, and its acknowledgement covers every
+// earlier commit.
+func (s *Store) replicated(ctx context.Context, insert func() (wrote bool, err error)) error {
 	if !s.replica {
-		return insert()
+		_, err := insert()
+		return err
 	}
 	before, err := s.readSemiSync(ctx)
 	if err != nil {
 		return err
 	}
-	if err := insert(); err != nil {
+	wrote, err := insert()
+	if err != nil {
 		return err
+	}
+	if !wrote {
+		if _, err := s.sql.ExecContext(ctx, `UPDATE intake_barrier SET writes = writes + 1 WHERE id = 1`); err != nil {
+			return fmt.Errorf("%w: %w", ErrNotReplicated, translate(err))
+		}
 	}
 	after, err := s.readSemiSync(ctx)
 	if err != nil {
@@ -159,12 +181,12 @@ func (s *Store) CheckReplication(ctx context.Context) error {
 	enabled, ok := vars["rpl_semi_sync_master_enabled"]
 	switch {
 	case !ok:
-		return errors.New("the server has no rpl_semi_sync_master_enabled (MariaDB 10.3+ has it built in; MySQL needs the semisync plugin)" + hint)
+		return fmt.Errorf("%w: the server has no rpl_semi_sync_master_enabled (MariaDB 10.3+ has it built in; MySQL needs the semisync plugin)%s", ErrReplicationSettings, hint)
 	case !strings.EqualFold(enabled, "ON"):
-		return fmt.Errorf("rpl_semi_sync_master_enabled is %s, want ON%s", enabled, hint)
+		return fmt.Errorf("%w: rpl_semi_sync_master_enabled is %s, want ON%s", ErrReplicationSettings, enabled, hint)
 	}
 	if wp := vars["rpl_semi_sync_master_wait_point"]; !strings.EqualFold(wp, "AFTER_SYNC") {
-		return fmt.Errorf("rpl_semi_sync_master_wait_point is %s, want AFTER_SYNC (AFTER_COMMIT shows a commit to other sessions before a replica has it)%s", wp, hint)
+		return fmt.Errorf("%w: rpl_semi_sync_master_wait_point is %s, want AFTER_SYNC (AFTER_COMMIT shows a commit to other sessions before a replica has it)%s", ErrReplicationSettings, wp, hint)
 	}
 	return nil
 }

@@ -27,7 +27,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"callgate/internal/broker"
+	"callgate/internal/callback"
 	"callgate/internal/config"
+	"callgate/internal/store"
 	"callgate/internal/testenv"
 )
 
@@ -204,23 +206,25 @@ func testHAReplicationStopped(t *testing.T, batchSize int, durability string) {
 		waitApplied(t, db)
 	}
 	until := time.Now()
-	during := l.answeredBetween(stopped, until)
 	onReplica := map[string]bool{}
 	for _, db := range replicas {
 		keysOn(t, db, name, onReplica)
 	}
 	var onlyPrimary int
-	for _, i := range during {
-		if !onReplica[l.spec.Orders[i]] {
-			onlyPrimary++
-		}
-	}
 	s503 := l.s503.Load() - s503Before
 	for _, db := range replicas {
 		_, err := db.Exec(`START SLAVE IO_THREAD`)
 		require.NoError(t, err)
 	}
 	restarted := time.Now()
+	// Every 200 while no replica received anything, up to the restart
+	// (after the replicas were read, none of them can be on one).
+	during := l.answeredBetween(stopped, restarted)
+	for _, i := range during {
+		if !onReplica[l.spec.Orders[i]] {
+			onlyPrimary++
+		}
+	}
 	t.Logf("replication stopped for %s (durability %s): %d callbacks answered 200, %d of them on no replica; %d answers 503",
 		secs(until.Sub(stopped)), durability, len(during), onlyPrimary, s503)
 	if durability == "replica" {
@@ -434,4 +438,69 @@ func testHAProcessLost(t *testing.T, batchSize int) {
 	require.True(t, r.gws[0].running() && r.wks[0].running(), "the survivors carry on")
 	summary(t, l, v, start, fmt.Sprintf("intake_p99_5s_after_kill=%s over %d answers", p99, answers),
 		"recovery="+secs(drained.Sub(killed)))
+}
+
+// TestHADuplicateIsAcceptedOnlyOnceAReplicaHasIt: a callback first stored
+// while semi-sync was off (its request answered 503) is retried after
+// semi-sync is on again but before any replica has it, as right after a
+// promotion. The retry is a duplicate, which commits nothing for a replica
+// to acknowledge, so "semi-sync on" alone would accept it; it is answered
+// 503 until a replica holds the row, then accepted.
+func TestHADuplicateIsAcceptedOnlyOnceAReplicaHasIt(t *testing.T) {
+	c := cluster(t)
+	c.original(t)
+	cfg := testenv.Config(t, func(c *config.Config) { c.MySQL.Durability = store.DurabilityReplica })
+	st, err := store.Open(cfg.MySQL)
+	require.NoError(t, err)
+	defer st.Close()
+	primary := c.db(t, 1, "")
+	replicas := []*sql.DB{c.db(t, 2, ""), c.db(t, 3, "")}
+	exec := func(db *sql.DB, q string) {
+		t.Helper()
+		_, err := db.Exec(q)
+		require.NoError(t, err, q)
+	}
+	t.Cleanup(func() {
+		_, _ = primary.Exec(`SET GLOBAL rpl_semi_sync_master_enabled = ON`)
+		for _, db := range replicas {
+			_, _ = db.Exec(`START SLAVE IO_THREAD`)
+		}
+	})
+	row := func(trace string) *callback.Log {
+		return &callback.Log{Source: "paydemo", Kind: "payment", EventID: "dup-barrier-1", BusinessKey: "ORD-BARRIER",
+			Payload: testenv.PaymentBody("ORD-BARRIER", "PAY-BARRIER", 1000), TraceID: trace, ReceivedAt: time.Now().UTC()}
+	}
+
+	// The replicas stop receiving and the primary stops waiting for them.
+	for _, db := range replicas {
+		exec(db, `STOP SLAVE IO_THREAD`)
+	}
+	exec(primary, `SET GLOBAL rpl_semi_sync_master_enabled = OFF`)
+	first, err := st.InsertCallback(t.Context(), row("0af7651916cd43dd8448eb211c803191"))
+	require.ErrorIs(t, err, store.ErrNotReplicated, "stored on the primary alone")
+	require.False(t, first.Duplicate)
+
+	// Semi-sync on again, no replica has the row yet: still 503.
+	exec(primary, `SET GLOBAL rpl_semi_sync_master_enabled = ON`)
+	res, err := st.InsertCallback(t.Context(), row("0af7651916cd43dd8448eb211c803192"))
+	require.ErrorIs(t, err, store.ErrNotReplicated, "a duplicate that no replica holds")
+	require.True(t, res.Duplicate)
+	require.Equal(t, first.ID, res.ID)
+
+	// The replicas are back: once one acknowledges, the retry is accepted,
+	// and a replica holds the row.
+	for _, db := range replicas {
+		exec(db, `START SLAVE IO_THREAD`)
+	}
+	require.Eventually(t, func() bool {
+		res, err = st.InsertCallback(t.Context(), row("0af7651916cd43dd8448eb211c803193"))
+		return err == nil
+	}, 30*time.Second, 200*time.Millisecond, "accepted once a replica acknowledges: %v", err)
+	require.True(t, res.Duplicate)
+	keys := map[string]bool{}
+	for _, db := range replicas {
+		waitApplied(t, db)
+		keysOn(t, db, dbName(t, cfg.MySQL.DSN), keys)
+	}
+	require.True(t, keys["ORD-BARRIER"], "a replica holds the accepted callback")
 }
