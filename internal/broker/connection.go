@@ -67,6 +67,9 @@ func NewConnection(cfg ConnectionConfig, log *slog.Logger) *Connection {
 	if cfg.ReconnectMax < cfg.ReconnectMin {
 		cfg.ReconnectMax = max(ReconnectMaxDefault, cfg.ReconnectMin)
 	}
+	if len(cfg.URLs) == 0 {
+		cfg.URLs = []string{URLDefault}
+	}
 	c := &Connection{cfg: cfg, log: log, ready: make(chan struct{})}
 	if len(cfg.URLs) > 1 {
 		c.next = rand.IntN(len(cfg.URLs))

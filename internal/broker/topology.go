@@ -201,9 +201,10 @@ func (t Topology) Declare(conn *amqp.Connection) error {
 	}
 	_, err = ch.QueueDeclare(t.UnroutedQueue(), true, false, false, false, t.UnroutedQueueArgs())
 	if isArgMismatch(err, unroutedArgs...) {
-		t.logger().Warn("broker: the unrouted queue is unbounded (declared by an older callgate): "+
+		t.logger().Warn("broker: the unrouted queue was declared with other arguments (unbounded, by an older callgate, or with another bound): "+
 			"apply the policy in fix once to bound it and keep its notifications on disk "+
-			"(this warning stays after the fix: a policy is not an argument)",
+			"(a policy can lower a bound the queue was declared with, not raise it: to raise one, move the notifications and delete the queue; "+
+			"this warning stays after the fix: a policy is not an argument)",
 			"queue", t.UnroutedQueue(), "fix", t.UnroutedQueuePolicy(), "error", err)
 		// RabbitMQ closed the channel with the 406: carry on on a new one.
 		if ch, err = conn.Channel(); err != nil {

@@ -69,8 +69,17 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 		return err
 	}
 	if cfg.MySQL.Durability == store.DurabilityReplica {
-		if err := st.CheckReplication(ctx); err != nil {
+		// A gateway restarted during a failover must come up: only a server
+		// that says it does not replicate semi-synchronously stops it; one
+		// that cannot be asked now is checked at every callback anyway.
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := st.CheckReplication(cctx)
+		cancel()
+		switch {
+		case errors.Is(err, store.ErrReplicationSettings):
 			return fmt.Errorf("mysql.durability: replica: %w", err)
+		case err != nil:
+			log.Warn("gateway: could not read the primary's semi-sync settings now; every callback is checked all the same", "error", err)
 		}
 		log.Info("gateway: a callback is accepted once a replica acknowledges it (mysql.durability: replica)")
 	}

@@ -29,5 +29,6 @@ func TestGatewayRefusesReplicaDurabilityWithoutSemiSync(t *testing.T) {
 		t.Skip("the test server replicates semi-synchronously")
 	}
 	err = gateway.Run(t.Context(), cfg, testenv.Logger(t, cfg), nil)
-	require.ErrorContains(t, err, "mysql.durability: replica: rpl_semi_sync_master_enabled is OFF, want ON")
+	require.ErrorIs(t, err, store.ErrReplicationSettings)
+	require.ErrorContains(t, err, "rpl_semi_sync_master_enabled is OFF, want ON")
 }
