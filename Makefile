@@ -48,7 +48,7 @@ test-faults: services ## the fault suite: real processes, killed workers, broker
 	$(GO) test $(FAULT_FLAGS) -v ./test/fault/
 
 test-ha: services ## the HA scenarios: primary lost, replication stopped, broker nodes lost, processes lost (scripts/ha.sh starts a 3-server MariaDB and a 3-node RabbitMQ, then removes them; HA_KEEP=1 keeps them)
-	scripts/ha.sh up
+	scripts/ha.sh up || { scripts/ha.sh down; exit 1; }
 	status=0; env $$(scripts/ha.sh env) $(GO) test $(HA_FLAGS) -v -run '^TestHA' ./test/fault/ || status=$$?; \
 	  if [ -z "$(HA_KEEP)" ]; then scripts/ha.sh down; fi; exit $$status
 

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# The replicated servers the HA scenarios (make test-ha) and the HA bench
-# (make bench-ha) run against, on this one machine, from the distribution's
-# packages. They never touch the MariaDB on 3306 or the RabbitMQ on 5672.
+# The replicated servers the HA scenarios (make test-ha) run against, on
+# this one machine, from the distribution's packages. They never touch the MariaDB on 3306 or the RabbitMQ on 5672.
 #
 #   MariaDB  db1 127.0.0.1:3307 (primary), db2 :3308 and db3 :3309
 #            (replicas): GTIDs, row binlogs, lossless semi-synchronous
@@ -31,6 +30,9 @@
 # State lives in CALLGATE_HA_DIR (default /tmp/callgate-ha).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The servers run as the mysql and rabbitmq users, in folders this script
+# gives them: that takes root.
+if [ "$(id -u)" != 0 ]; then exec sudo -E "$0" "$@"; fi
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 
@@ -114,8 +116,7 @@ start_mq() { # n
   if port_open "$port"; then return 0; fi
   mkdir -p "$dir/mnesia" "$dir/log"
   [ -f "$dir/enabled_plugins" ] || echo '[].' >"$dir/enabled_plugins"
-  # A disk alarm at 50 MB free (the default) would block every publisher.
-  [ -f "$dir/rabbitmq.conf" ] || printf '%s\n' 'loopback_users = none' 'disk_free_limit.absolute = 50MB' >"$dir/rabbitmq.conf"
+  [ -f "$dir/rabbitmq.conf" ] || echo '# callgate HA test node: the defaults' >"$dir/rabbitmq.conf"
   chown -R rabbitmq:rabbitmq "$dir" 2>/dev/null || true
   log "mq$n: starting callgate-ha-$n@localhost on 127.0.0.1:$port"
   # shellcheck disable=SC2046
@@ -138,14 +139,29 @@ up() {
   # Replication: db1 primary, db2 and db3 its replicas, unless a
   # replica is already the primary (a scenario promoted it): then the
   # cluster is rebuilt from scratch by `down` first.
-  make_primary 1
-  make_replica 2 1
-  make_replica 3 1
+  if promoted; then
+    log "a replica was promoted since the servers were set up: rebuilding them (db1 primary)"
+    reset_db
+  else
+    make_primary 1
+    make_replica 2 1
+    make_replica 3 1
+  fi
   for n in 1 2 3; do wait_for "mq$n" 120 port_open "${MQ_PORTS[$((n - 1))]}"; done
   join_mq 2
   join_mq 3
   wait_for "semi-sync replicas" 30 semi_sync_ready
   log "up: $(status | tr '\n' ';')"
+}
+
+# promoted: some server holds transactions another server than db1
+# (server id 101) wrote, so db1 is no longer everyone's primary.
+promoted() {
+  local n
+  for n in 1 2 3; do
+    db "$n" "SELECT @@gtid_current_pos" | grep -Eq -- '-10[23]-' && return 0
+  done
+  return 1
 }
 
 semi_sync_ready() {
@@ -164,11 +180,11 @@ down() {
     kill_pidfile "$HA_DIR/db$n.pid"
     kill_pidfile "$HA_DIR/mq$n/pid"
   done
-  # The Erlang VMs of the nodes (their pid files can lag a start).
-  pkill -9 -f -- "-sname callgate-ha-|callgate-ha-[123]@localhost" 2>/dev/null || true
-  for p in "${DB_PORTS[@]}" "${MQ_PORTS[@]}"; do
-    for _ in $(seq 1 40); do port_open "$p" || break; sleep 0.25; done
-  done
+  # Whatever the pid files missed: the servers by their data folders, the
+  # Erlang VMs of the nodes by their names.
+  pkill -9 -f -- "--datadir=$HA_DIR/db[123]( |$)" 2>/dev/null || true
+  pkill -9 -f -- "callgate-ha-[123]@localhost" 2>/dev/null || true
+  for p in "${DB_PORTS[@]}" "${MQ_PORTS[@]}"; do port_gone "$p"; done
   rm -rf "$HA_DIR"
   log "down"
 }
@@ -196,12 +212,21 @@ env_out() {
   echo "CALLGATE_TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:${MQ_PORTS[0]}/"
 }
 
-kill_db() { kill_pidfile "$HA_DIR/db$1.pid"; for _ in $(seq 1 40); do port_open "${DB_PORTS[$(($1 - 1))]}" || return 0; sleep 0.25; done; }
+kill_db() {
+  kill_pidfile "$HA_DIR/db$1.pid"
+  pkill -9 -f -- "--datadir=$HA_DIR/db$1( |$)" 2>/dev/null || true
+  port_gone "${DB_PORTS[$(($1 - 1))]}"
+}
+
+port_gone() { # port: wait until nothing listens there
+  for _ in $(seq 1 40); do port_open "$1" || return 0; sleep 0.25; done
+  log "something still listens on $1"; return 1
+}
 
 kill_mq() {
   kill_pidfile "$HA_DIR/mq$1/pid"
   pkill -9 -f -- "callgate-ha-$1@localhost" 2>/dev/null || true
-  for _ in $(seq 1 40); do port_open "${MQ_PORTS[$(($1 - 1))]}" || return 0; sleep 0.25; done
+  port_gone "${MQ_PORTS[$(($1 - 1))]}"
 }
 
 mq_safe_to_lose() { # n
@@ -231,12 +256,18 @@ promote() {
   done
   [ "${#live[@]}" -gt 0 ] || { log "promote: no live replica"; exit 1; }
   for n in "${live[@]}"; do
-    local io=""
+    local io="" applied=""
     for _ in $(seq 1 120); do
       io=$(slave_field "$n" Gtid_IO_Pos)
-      [ "$(db "$n" "SELECT @@gtid_slave_pos")" = "$io" ] && break
+      applied=$(db "$n" "SELECT @@gtid_slave_pos")
+      [ "$applied" = "$io" ] && break
       sleep 0.25
     done
+    if [ "$applied" != "$io" ]; then
+      # Promoting now would throw away what it received (RESET SLAVE
+      # deletes the relay logs): stop and let a person look.
+      log "promote: db$n has not applied what it received (applied $applied, received $io) after 30 s"; exit 1
+    fi
     db "$n" "STOP SLAVE"
     local s; s=$(seq_no "$(db "$n" "SELECT @@gtid_current_pos")")
     [ -n "$s" ] || s=0
