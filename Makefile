@@ -14,7 +14,7 @@ FUZZTIME ?= 30s
 GOLANGCI_VERSION := v2.15.0
 GOVULNCHECK_VERSION := v1.9.0
 
-.PHONY: help build services migrate run test test-unit test-faults test-ha bench lint fuzz fmt
+.PHONY: help build services migrate run test test-unit test-faults test-ha bench bench-ha lint fuzz fmt
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -54,6 +54,9 @@ test-ha: services ## the HA scenarios: primary lost, replication stopped, broker
 
 bench: services build ## the benchmark: raw INSERT baseline, intake alone, worker drain, open loop, capacity sweep (ratios to the baseline)
 	$(BIN)/loadgen -bin $(BIN) -json bench-latest.json
+
+bench-ha: services build ## what surviving one machine costs: the intake and drain phases on the single servers, then with durability replica (3 MariaDB) and quorum queues (3 RabbitMQ nodes), in one run
+	BIN=$(BIN) scripts/bench-ha.sh
 
 lint: ## go vet, gofmt, golangci-lint (committed config) and govulncheck
 	$(GO) vet ./...

@@ -80,8 +80,8 @@ func newBench(ctx context.Context, o options) (*bench, error) {
 		return nil, err
 	}
 	b.dir = dir
-	b.mariadbPID = findDB()
-	b.rabbitPID = findProc("beam.smp", "rabbit boot")
+	b.mariadbPID = findDB(b.o.dbMark)
+	b.rabbitPID = findProc("beam.smp", b.o.mqMark)
 	return b, nil
 }
 
@@ -291,7 +291,20 @@ func (b *bench) writeConfig(name string, v variant) (string, error) {
 	}
 	set("mysql.dsn", b.dsn)
 	set("mysql.group_commit", v.groupCommit)
-	set("amqp.url", b.o.amqpURL)
+	if b.o.amqpURLs != "" {
+		set("amqp.urls", strings.Split(b.o.amqpURLs, ","))
+		if amqpSection, ok := tree["amqp"].(map[string]any); ok {
+			delete(amqpSection, "url")
+		}
+	} else {
+		set("amqp.url", b.o.amqpURL)
+	}
+	if b.o.queueType != "" {
+		set("amqp.queue_type", b.o.queueType)
+	}
+	if b.o.durability != "" {
+		set("mysql.durability", b.o.durability)
+	}
 	set("amqp.prefix", b.prefix)
 	if v.announceBuffer > 0 {
 		set("amqp.announce_buffer", v.announceBuffer)
@@ -332,11 +345,20 @@ func (b *bench) childEnv(httpAddr string) []string {
 	}
 	return append(env,
 		"CALLGATE_MYSQL_DSN="+b.dsn,
-		"CALLGATE_AMQP_URL="+b.o.amqpURL,
+		b.amqpEnv(),
 		"CALLGATE_AMQP_PREFIX="+b.prefix,
 		"CALLGATE_HTTP_ADDR="+httpAddr,
 		"CALLGATE_DEMO=1", // the benchmark signs with the demo sources' secrets
 	)
+}
+
+// amqpEnv is the broker override of the processes' environment: the
+// cluster's nodes with -amqp-urls, else the one URL.
+func (b *bench) amqpEnv() string {
+	if b.o.amqpURLs != "" {
+		return "CALLGATE_AMQP_URLS=" + b.o.amqpURLs
+	}
+	return "CALLGATE_AMQP_URL=" + b.o.amqpURL
 }
 
 // startGateway starts bin/gateway with a config variant and waits for /readyz.

@@ -193,10 +193,10 @@ func (b *bench) windows(recs []closedRec) (warm, measured, total WindowStats) {
 // baseProcs are the processes every window meters. MariaDB and RabbitMQ
 // are looked up again each time: someone may have restarted them.
 func (b *bench) baseProcs() map[string]int {
-	if p := findDB(); p > 0 {
+	if p := findDB(b.o.dbMark); p > 0 {
 		b.mariadbPID = p
 	}
-	if p := findProc("beam.smp", "rabbit boot"); p > 0 {
+	if p := findProc("beam.smp", b.o.mqMark); p > 0 {
 		b.rabbitPID = p
 	}
 	return map[string]int{"mariadbd": b.mariadbPID, "beam.smp": b.rabbitPID, "loadgen": os.Getpid()}

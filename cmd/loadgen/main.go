@@ -45,18 +45,29 @@ type options struct {
 	jsonPath       string
 	mysqlDSN       string
 	amqpURL        string
-	concurrency    int
-	warmup         time.Duration
-	duration       time.Duration
-	rate           float64 // 0: openRatio x the baseline
-	openRatio      float64
-	openWarmup     time.Duration
-	openDuration   time.Duration
-	arrivals       string
-	openMaxConns   int
-	openWorker     bool
-	payloadBytes   int
-	drainTimeout   time.Duration
+	// amqpURLs, queueType and durability run the gateway and the worker
+	// against replicated servers (make bench-ha): every node, quorum
+	// queues, mysql.durability. Empty: the shipped settings and amqpURL.
+	amqpURLs   string
+	queueType  string
+	durability string
+	// dbMark and mqMark pick the MariaDB and RabbitMQ processes metered
+	// (a text of their command lines): the replicated servers' primary
+	// and first node rather than the standard ones.
+	dbMark       string
+	mqMark       string
+	concurrency  int
+	warmup       time.Duration
+	duration     time.Duration
+	rate         float64 // 0: openRatio x the baseline
+	openRatio    float64
+	openWarmup   time.Duration
+	openDuration time.Duration
+	arrivals     string
+	openMaxConns int
+	openWorker   bool
+	payloadBytes int
+	drainTimeout time.Duration
 	// drain phase: backlog sizes (configured batch size, batch_size 1) and
 	// the longest a drain may take.
 	drainBacklog  int
@@ -89,7 +100,12 @@ func run() int {
 	flag.StringVar(&o.config, "config", "configs/callgate.yaml", "config file the benchmark's variants are derived from")
 	flag.StringVar(&o.jsonPath, "json", "", "also write the figures as JSON to this file")
 	flag.StringVar(&o.mysqlDSN, "mysql", "root:@tcp(127.0.0.1:3306)/", "MariaDB DSN (go-sql-driver form); its database name is replaced by the benchmark's own")
-	flag.StringVar(&o.amqpURL, "amqp", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL")
+	flag.StringVar(&o.amqpURL, "amqp", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ URL (the benchmark's own connection; the processes' too unless -amqp-urls)")
+	flag.StringVar(&o.amqpURLs, "amqp-urls", "", "comma-separated RabbitMQ nodes the gateway and the worker dial (amqp.urls), e.g. a cluster's")
+	flag.StringVar(&o.queueType, "queue-type", "", "amqp.queue_type of the gateway and the worker (classic, quorum); empty: the config file's")
+	flag.StringVar(&o.durability, "durability", "", "mysql.durability of the gateway and the worker (primary, replica); empty: the config file's")
+	flag.StringVar(&o.dbMark, "db-proc", "", "meter the mariadbd whose command line contains this (default: the lowest pid)")
+	flag.StringVar(&o.mqMark, "mq-proc", "rabbit boot", "meter the beam.smp whose command line contains this")
 	flag.IntVar(&o.concurrency, "concurrency", 64, "clients (closed-loop intake phases) and goroutines (baseline)")
 	flag.DurationVar(&o.warmup, "warmup", 5*time.Second, "warm-up of each closed-loop phase, reported separately")
 	flag.DurationVar(&o.duration, "duration", 20*time.Second, "measured time of each closed-loop phase")

@@ -507,9 +507,9 @@ func peakHWM(pid int) (float64, error) {
 }
 
 // findDB returns the pid of MariaDB (or MySQL).
-func findDB() int {
-	if p := findProc("mariadbd", ""); p > 0 {
+func findDB(mark string) int {
+	if p := findProc("mariadbd", mark); p > 0 {
 		return p
 	}
-	return findProc("mysqld", "")
+	return findProc("mysqld", mark)
 }
