@@ -11,9 +11,13 @@ package fault
 // row processed exactly once in effect, every notification delivered.
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +33,7 @@ import (
 	"callgate/internal/broker"
 	"callgate/internal/callback"
 	"callgate/internal/config"
+	"callgate/internal/gateway"
 	"callgate/internal/store"
 	"callgate/internal/testenv"
 )
@@ -503,4 +508,65 @@ func TestHADuplicateIsAcceptedOnlyOnceAReplicaHasIt(t *testing.T) {
 		keysOn(t, db, dbName(t, cfg.MySQL.DSN), keys)
 	}
 	require.True(t, keys["ORD-BARRIER"], "a replica holds the accepted callback")
+}
+
+// TestHAReplicaStateIsVisible: with durability replica a gateway says,
+// while no replica acknowledges, why it answers 503: /readyz names
+// mysql_replica, callgate_mysql_replica_acknowledging is 0; both return
+// to ready and 1 once a replica is back.
+func TestHAReplicaStateIsVisible(t *testing.T) {
+	c := cluster(t)
+	c.original(t)
+	cfg := testenv.Config(t, func(c *config.Config) { c.MySQL.Durability = store.DurabilityReplica })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gateway.Run(ctx, cfg, testenv.Logger(t, cfg), ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	url := "http://" + ln.Addr().String()
+	testenv.WaitReadyURL(t, url)
+	replicas := []*sql.DB{c.db(t, 2, ""), c.db(t, 3, "")}
+	t.Cleanup(func() {
+		for _, db := range replicas {
+			_, _ = db.Exec(`START SLAVE IO_THREAD`)
+		}
+	})
+	state := func() (string, string) {
+		resp, err := http.Get(url + "/readyz")
+		require.NoError(t, err)
+		ready, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		resp, err = http.Get(url + "/metrics")
+		require.NoError(t, err)
+		metrics, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		gauge := regexp.MustCompile(`(?m)^callgate_mysql_replica_acknowledging\{[^}]*\} (\S+)$`).FindStringSubmatch(string(metrics))
+		require.NotNil(t, gauge, "the metric is exported")
+		return string(ready), gauge[1]
+	}
+	ready, gauge := state()
+	require.Contains(t, ready, `"mysql_replica":"ok"`)
+	require.Equal(t, "1", gauge)
+
+	for _, db := range replicas {
+		_, err := db.Exec(`STOP SLAVE IO_THREAD`)
+		require.NoError(t, err)
+	}
+	// A commit finds no replica: semi-sync times out (1 s) and goes off.
+	_, err = c.db(t, 1, dbName(t, cfg.MySQL.DSN)).Exec(`UPDATE intake_barrier SET writes = writes + 1 WHERE id = 1`)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		ready, gauge = state()
+		return strings.Contains(ready, `"mysql_replica":"unavailable: no replica acknowledges commits`) && gauge == "0"
+	}, 15*time.Second, 100*time.Millisecond, "readyz %s, gauge %s", ready, gauge)
+
+	for _, db := range replicas {
+		_, err := db.Exec(`START SLAVE IO_THREAD`)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		ready, gauge = state()
+		return strings.Contains(ready, `"mysql_replica":"ok"`) && gauge == "1"
+	}, 30*time.Second, 100*time.Millisecond, "readyz %s, gauge %s", ready, gauge)
 }
