@@ -41,6 +41,18 @@ func storeOnly(t *testing.T, st *testenv.TestStore, tag string, keys ...string) 
 	return ids
 }
 
+// batchConfig is the fast test config at worker.batch_size bs (0: the
+// shipped one), edited by mutate.
+func batchConfig(t *testing.T, bs int, mutate func(*config.Config)) *config.Config {
+	t.Helper()
+	return testenv.Config(t, fast, func(c *config.Config) {
+		if bs > 0 {
+			c.Worker.BatchSize = bs
+		}
+		mutate(c)
+	})
+}
+
 // TestMessageMatesKeepTheirOwnRetries: one message carries two callbacks.
 // The first fails (retry in 10 minutes); the second cannot be recorded
 // (the database is away for it, four times) and must run again. Its
@@ -51,10 +63,7 @@ func TestMessageMatesKeepTheirOwnRetries(t *testing.T) {
 	t.Parallel()
 	testenv.EachBatchSize(t, func(t *testing.T, bs int) {
 		t.Parallel()
-		cfg := testenv.Config(t, fast, func(c *config.Config) {
-			if bs > 0 {
-				c.Worker.BatchSize = bs
-			}
+		cfg := batchConfig(t, bs, func(c *config.Config) {
 			c.Worker.ID = t.Name()
 			c.Sources[0].Retry = source.Retry{MaxAttempts: 8, Initial: 10 * time.Minute, Max: 10 * time.Minute}
 		})
@@ -232,10 +241,7 @@ func TestClaimThatWaitsIsNotAnAttempt(t *testing.T) {
 	t.Parallel()
 	testenv.EachBatchSize(t, func(t *testing.T, bs int) {
 		t.Parallel()
-		cfg := testenv.Config(t, fast, func(c *config.Config) {
-			if bs > 0 {
-				c.Worker.BatchSize = bs
-			}
+		cfg := batchConfig(t, bs, func(c *config.Config) {
 			c.Worker.ID = t.Name()
 			c.Worker.HandlerTimeout = time.Second // lock wait: 1 s as well, the server's least
 			c.Scheduler.Compensation.Threshold = time.Minute
@@ -420,10 +426,7 @@ func TestKeyHolderThatRollsBackHoldsNoOneUp(t *testing.T) {
 	t.Parallel()
 	testenv.EachBatchSize(t, func(t *testing.T, bs int) {
 		t.Parallel()
-		cfg := testenv.Config(t, fast, func(c *config.Config) {
-			if bs > 0 {
-				c.Worker.BatchSize = bs
-			}
+		cfg := batchConfig(t, bs, func(c *config.Config) {
 			c.Scheduler.Compensation.Threshold = 10 * time.Minute
 		})
 		st := testenv.Store(t, cfg)
