@@ -55,6 +55,10 @@ type dashboardView struct {
 	// Unrouted is Stats.DownstreamUnrouted, when UnroutedKnown.
 	Unrouted      int64
 	UnroutedKnown bool
+	// Replica is Stats.MySQLReplica, shown when ReplicaShown (durability
+	// replica); templates compare strings, not pointers.
+	Replica      string
+	ReplicaShown bool
 }
 
 func (h *Console) dashboard(c *gin.Context) {
@@ -63,7 +67,15 @@ func (h *Console) dashboard(c *gin.Context) {
 		h.pageFail(c, err)
 		return
 	}
+	h.render(c, http.StatusOK, "dashboard", &view{Title: "Dashboard", Nav: "dashboard", Page: newDashboardView(st)})
+}
+
+// newDashboardView arranges the figures for the dashboard template.
+func newDashboardView(st *admin.Stats) dashboardView {
 	d := dashboardView{Stats: st, Statuses: callbackStatuses, Chart: newChart(st.Series)}
+	if st.MySQLReplica != nil {
+		d.Replica, d.ReplicaShown = *st.MySQLReplica, true
+	}
 	if st.DownstreamUnrouted != nil {
 		d.Unrouted, d.UnroutedKnown = *st.DownstreamUnrouted, true
 	}
@@ -93,7 +105,7 @@ func (h *Console) dashboard(c *gin.Context) {
 	for _, status := range callbackStatuses {
 		d.Totals = append(d.Totals, countCell{Status: status, N: totals[status]})
 	}
-	h.render(c, http.StatusOK, "dashboard", &view{Title: "Dashboard", Nav: "dashboard", Page: d})
+	return d
 }
 
 // --- callbacks list ---

@@ -18,6 +18,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -517,7 +519,11 @@ func TestHADuplicateIsAcceptedOnlyOnceAReplicaHasIt(t *testing.T) {
 func TestHAReplicaStateIsVisible(t *testing.T) {
 	c := cluster(t)
 	c.original(t)
-	cfg := testenv.Config(t, func(c *config.Config) { c.MySQL.Durability = store.DurabilityReplica })
+	const adminToken = "oncall:ha-dashboard-secret-0123"
+	cfg := testenv.Config(t, func(c *config.Config) {
+		c.MySQL.Durability = store.DurabilityReplica
+		c.Admin.Token = adminToken
+	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -532,6 +538,29 @@ func TestHAReplicaStateIsVisible(t *testing.T) {
 			_, _ = db.Exec(`START SLAVE IO_THREAD`)
 		}
 	})
+	// The console's dashboard, as an on-call engineer sees it: log in
+	// with the token, then read the "MySQL replica" card.
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	browser := &http.Client{Jar: jar}
+	resp, err := browser.PostForm(url+"/admin/login", neturl.Values{"token": {adminToken}, "next": {"/admin/"}})
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, url+"/admin/", resp.Request.URL.String(), "logged in to the dashboard")
+	cardRe := regexp.MustCompile(`id="mysql-replica">([^<]*)<`)
+	card := func() string {
+		resp, err := browser.Get(url + "/admin/")
+		require.NoError(t, err)
+		page, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", page)
+		m := cardRe.FindStringSubmatch(string(page))
+		require.NotNil(t, m, "the dashboard shows the MySQL replica card")
+		if strings.Contains(string(page), `id="mysql-replica-reason"`) {
+			return m[1] + " (with its reason)"
+		}
+		return m[1]
+	}
 	state := func() (string, string) {
 		resp, err := http.Get(url + "/readyz")
 		require.NoError(t, err)
@@ -548,6 +577,7 @@ func TestHAReplicaStateIsVisible(t *testing.T) {
 	ready, gauge := state()
 	require.Contains(t, ready, `"mysql_replica":"ok"`)
 	require.Equal(t, "1", gauge)
+	require.Equal(t, "acknowledging", card())
 
 	for _, db := range replicas {
 		_, err := db.Exec(`STOP SLAVE IO_THREAD`)
@@ -560,6 +590,7 @@ func TestHAReplicaStateIsVisible(t *testing.T) {
 		ready, gauge = state()
 		return strings.Contains(ready, `"mysql_replica":"unavailable: no replica acknowledges commits`) && gauge == "0"
 	}, 15*time.Second, 100*time.Millisecond, "readyz %s, gauge %s", ready, gauge)
+	require.Equal(t, "not acknowledging (with its reason)", card())
 
 	for _, db := range replicas {
 		_, err := db.Exec(`START SLAVE IO_THREAD`)
@@ -569,4 +600,5 @@ func TestHAReplicaStateIsVisible(t *testing.T) {
 		ready, gauge = state()
 		return strings.Contains(ready, `"mysql_replica":"ok"`) && gauge == "1"
 	}, 30*time.Second, 100*time.Millisecond, "readyz %s, gauge %s", ready, gauge)
+	require.Equal(t, "acknowledging", card())
 }
