@@ -31,15 +31,19 @@ type Handler struct {
 	// Failures rate-limits failed authentications per client address.
 	// Default: 10 in a row, then one per 6 s.
 	Failures *FailureLimiter
-	once     sync.Once
+	// SSO signs people in with OpenID Connect (admin.oidc); nil when no
+	// issuer is configured.
+	SSO  *SSO
+	once sync.Once
 }
 
 // CtxActor is the gin context key of the authenticated operator's name.
 const CtxActor = "callgate.admin.actor"
 
-// Enabled reports whether any admin token is configured: without one the
-// operator surface (API and console) answers 404, off rather than open.
-func (h *Handler) Enabled() bool { return h.Tokens.Enabled() }
+// Enabled reports whether any admin token or single sign-on is configured:
+// without either the operator surface (API and console) answers 404, off
+// rather than open.
+func (h *Handler) Enabled() bool { return h.Tokens.Enabled() || h.SSO != nil }
 
 // Limiter is the failed-login limiter, created on first use.
 func (h *Handler) Limiter() *FailureLimiter {
@@ -60,11 +64,11 @@ func (h *Handler) Mount(r *gin.Engine) {
 	api := r.Group("/admin/api", h.bearer)
 	api.GET("/callbacks", h.apiList)
 	api.GET("/callbacks/:id", h.apiGet)
-	api.POST("/callbacks/:id/replay", h.apiReplay)
-	api.POST("/replays", h.apiBulk)
+	api.POST("/callbacks/:id/replay", h.operator, h.apiReplay)
+	api.POST("/replays", h.operator, h.apiBulk)
 	api.GET("/replays", h.apiJobs)
 	api.GET("/replays/:id", h.apiJob)
-	api.DELETE("/replays/:id", h.apiCancel)
+	api.DELETE("/replays/:id", h.operator, h.apiCancel)
 	api.GET("/audit", h.apiAudit)
 	api.GET("/stats", h.apiStats)
 }
@@ -75,7 +79,7 @@ func (h *Handler) Mount(r *gin.Engine) {
 func (h *Handler) bearer(c *gin.Context) {
 	auth := c.GetHeader("Authorization")
 	token, ok := strings.CutPrefix(auth, "Bearer ")
-	name, err := h.Tokens.Authenticate(strings.TrimSpace(token))
+	id, err := h.Tokens.Authenticate(strings.TrimSpace(token))
 	if !ok || err != nil {
 		if h.tooManyFailures(c) {
 			return
@@ -86,7 +90,7 @@ func (h *Handler) bearer(c *gin.Context) {
 		apiError(c, http.StatusUnauthorized, ErrBadToken.Error())
 		return
 	}
-	c.Set(CtxActor, name)
+	SetIdentity(c, id)
 	c.Next()
 }
 

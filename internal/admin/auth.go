@@ -19,9 +19,11 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Token is one admin token and the name that goes into the audit trail.
+// Token is one admin token, the name that goes into the audit trail and
+// the role it grants.
 type Token struct {
 	Name   string
+	Role   Role
 	digest [sha256.Size]byte
 }
 
@@ -29,8 +31,9 @@ type Token struct {
 // off.
 type Tokens []Token
 
-// ParseTokens reads "name:secret[,name:secret...]" or a bare secret (named
-// "admin").
+// ParseTokens reads "name:secret[:role][,name:secret[:role]...]" or a bare
+// secret (named "admin"). role is viewer or operator; without it a token is
+// an operator, as every token was before roles existed.
 func ParseTokens(s string) (Tokens, error) {
 	var out Tokens
 	seen := map[string]bool{}
@@ -43,8 +46,14 @@ func ParseTokens(s string) (Tokens, error) {
 		if !ok {
 			name, secret = "admin", part
 		}
+		role := RoleOperator
+		if ok {
+			if rest, r, hasRole := cutRole(secret); hasRole {
+				secret, role = rest, r
+			}
+		}
 		if name == "" || secret == "" {
-			return nil, fmt.Errorf("admin.token[%d]: want name:secret", i)
+			return nil, fmt.Errorf("admin.token[%d]: want name:secret[:role]", i)
 		}
 		if len(secret) < 12 {
 			return nil, fmt.Errorf("admin.token[%d] (%s): secret too short, use at least 12 characters", i, name)
@@ -53,9 +62,22 @@ func ParseTokens(s string) (Tokens, error) {
 			return nil, fmt.Errorf("admin.token[%d]: duplicate name %q", i, name)
 		}
 		seen[name] = true
-		out = append(out, Token{Name: name, digest: sha256.Sum256([]byte(secret))})
+		out = append(out, Token{Name: name, Role: role, digest: sha256.Sum256([]byte(secret))})
 	}
 	return out, nil
+}
+
+// cutRole splits a trailing ":viewer" or ":operator" off a token's secret.
+func cutRole(secret string) (string, Role, bool) {
+	i := strings.LastIndexByte(secret, ':')
+	if i < 0 {
+		return secret, "", false
+	}
+	r, err := ParseRole(secret[i+1:])
+	if err != nil {
+		return secret, "", false
+	}
+	return secret[:i], r, true
 }
 
 // Enabled reports whether any token is configured.
@@ -64,37 +86,56 @@ func (t Tokens) Enabled() bool { return len(t) > 0 }
 // ErrBadToken is a missing or wrong token.
 var ErrBadToken = errors.New("missing or invalid admin token")
 
-// Authenticate returns the name of the token presented, in either of the
-// forms an operator has at hand: the secret alone, or name:secret as it is
-// written in CALLGATE_ADMIN_TOKEN, whose name must then be the secret's
-// (another name is refused, not ignored). Every configured token is
-// compared, in constant time over equal-length digests, so the time taken
-// says nothing about which or how much matched.
-func (t Tokens) Authenticate(presented string) (string, error) {
+// Authenticate returns the identity of the token presented, in any of the
+// forms an operator has at hand: the secret alone, or name:secret[:role]
+// as it is written in CALLGATE_ADMIN_TOKEN, whose name (and role) must
+// then be the secret's (another is refused, not ignored). Every configured
+// token is compared, in constant time over equal-length digests, so the
+// time taken says nothing about which or how much matched.
+func (t Tokens) Authenticate(presented string) (Identity, error) {
 	if presented == "" {
-		return "", ErrBadToken
+		return Identity{}, ErrBadToken
 	}
-	if name := t.match(presented); name != "" {
-		return name, nil
+	if tok, ok := t.match(presented); ok {
+		return tok.identity(), nil
 	}
 	if name, secret, ok := strings.Cut(presented, ":"); ok {
-		if matched := t.match(secret); matched != "" && matched == name {
-			return matched, nil
+		if tok, ok := t.match(secret); ok && tok.Name == name {
+			return tok.identity(), nil
+		}
+		if rest, role, ok := cutRole(secret); ok {
+			if tok, ok := t.match(rest); ok && tok.Name == name && tok.Role == role {
+				return tok.identity(), nil
+			}
 		}
 	}
-	return "", ErrBadToken
+	return Identity{}, ErrBadToken
 }
 
-// match returns the name of the token whose secret is presented, or "".
-func (t Tokens) match(presented string) string {
+// identity is who presents the token.
+func (tok Token) identity() Identity { return Identity{Actor: tok.Name, Role: tok.Role} }
+
+// match returns the token whose secret is presented.
+func (t Tokens) match(presented string) (Token, bool) {
 	d := sha256.Sum256([]byte(presented))
-	name := ""
+	var found Token
+	ok := false
 	for _, tok := range t {
 		if subtle.ConstantTimeCompare(d[:], tok.digest[:]) == 1 {
-			name = tok.Name
+			found, ok = tok, true
 		}
 	}
-	return name
+	return found, ok
+}
+
+// named returns the token configured under name.
+func (t Tokens) named(name string) (Token, bool) {
+	for _, tok := range t {
+		if tok.Name == name {
+			return tok, true
+		}
+	}
+	return Token{}, false
 }
 
 // sessionMAC binds a page session to the token that opened it: an HMAC
@@ -103,14 +144,13 @@ func (t Tokens) match(presented string) string {
 // matches; without the session id the stored value says nothing about the
 // token.
 func (t Tokens) sessionMAC(name string, id SessionID) ([]byte, bool) {
-	for _, tok := range t {
-		if tok.Name == name {
-			m := hmac.New(sha256.New, id[:])
-			m.Write(tok.digest[:])
-			return m.Sum(nil), true
-		}
+	tok, ok := t.named(name)
+	if !ok {
+		return nil, false
 	}
-	return nil, false
+	m := hmac.New(sha256.New, id[:])
+	m.Write(tok.digest[:])
+	return m.Sum(nil), true
 }
 
 // FailureLimiter slows token guessing down: each client address may fail

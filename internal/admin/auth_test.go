@@ -11,11 +11,11 @@ import (
 )
 
 // TestTokensAuthenticate: a token is accepted as its secret alone or as
-// name:secret (the form of CALLGATE_ADMIN_TOKEN), and only under its own
-// name.
+// name:secret[:role] (the form of CALLGATE_ADMIN_TOKEN), and only under
+// its own name and role; a token without a role is an operator.
 func TestTokensAuthenticate(t *testing.T) {
 	t.Parallel()
-	tokens, err := admin.ParseTokens("ops:ops-token-0123456789,oncall:on:call-token-987")
+	tokens, err := admin.ParseTokens("ops:ops-token-0123456789,oncall:on:call-token-987,audit:audit-token-0123:viewer,lead:lead-token-0123:operator")
 	require.NoError(t, err)
 	bare, err := admin.ParseTokens("bare-token-0123456789")
 	require.NoError(t, err)
@@ -24,19 +24,26 @@ func TestTokensAuthenticate(t *testing.T) {
 		tokens    admin.Tokens
 		presented string
 		want      string // "" = refused
+		role      admin.Role
 	}{
-		{"secret", tokens, "ops-token-0123456789", "ops"},
-		{"name and secret", tokens, "ops:ops-token-0123456789", "ops"},
-		{"secret with a colon", tokens, "on:call-token-987", "oncall"},
-		{"name and secret with a colon", tokens, "oncall:on:call-token-987", "oncall"},
-		{"another token's name", tokens, "oncall:ops-token-0123456789", ""},
-		{"unknown name", tokens, "root:ops-token-0123456789", ""},
-		{"empty name", tokens, ":ops-token-0123456789", ""},
-		{"wrong secret", tokens, "ops:ops-token-0123456780", ""},
-		{"name only", tokens, "ops:", ""},
-		{"empty", tokens, "", ""},
-		{"bare token", bare, "bare-token-0123456789", "admin"},
-		{"bare token named admin", bare, "admin:bare-token-0123456789", "admin"},
+		{"secret", tokens, "ops-token-0123456789", "ops", admin.RoleOperator},
+		{"name and secret", tokens, "ops:ops-token-0123456789", "ops", admin.RoleOperator},
+		{"secret with a colon", tokens, "on:call-token-987", "oncall", admin.RoleOperator},
+		{"name and secret with a colon", tokens, "oncall:on:call-token-987", "oncall", admin.RoleOperator},
+		{"another token's name", tokens, "oncall:ops-token-0123456789", "", ""},
+		{"unknown name", tokens, "root:ops-token-0123456789", "", ""},
+		{"empty name", tokens, ":ops-token-0123456789", "", ""},
+		{"wrong secret", tokens, "ops:ops-token-0123456780", "", ""},
+		{"name only", tokens, "ops:", "", ""},
+		{"empty", tokens, "", "", ""},
+		{"bare token", bare, "bare-token-0123456789", "admin", admin.RoleOperator},
+		{"bare token named admin", bare, "admin:bare-token-0123456789", "admin", admin.RoleOperator},
+		{"viewer secret", tokens, "audit-token-0123", "audit", admin.RoleViewer},
+		{"viewer as configured", tokens, "audit:audit-token-0123:viewer", "audit", admin.RoleViewer},
+		{"viewer claiming operator", tokens, "audit:audit-token-0123:operator", "", ""},
+		{"viewer secret with its role", tokens, "audit-token-0123:viewer", "", ""},
+		{"explicit operator", tokens, "lead:lead-token-0123:operator", "lead", admin.RoleOperator},
+		{"explicit operator secret", tokens, "lead-token-0123", "lead", admin.RoleOperator},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -46,9 +53,26 @@ func TestTokensAuthenticate(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, tc.want, got)
+			require.Equal(t, admin.Identity{Actor: tc.want, Role: tc.role}, got)
 		})
 	}
+}
+
+// TestParseTokensRoles: a role is viewer or operator; anything else after
+// the last colon is part of the secret, as before roles existed.
+func TestParseTokensRoles(t *testing.T) {
+	t.Parallel()
+	tokens, err := admin.ParseTokens("a:secret-0123456789:viewer, b:secret-9876543210:admin, c:secret-5555555555")
+	require.NoError(t, err)
+	require.Len(t, tokens, 3)
+	require.Equal(t, admin.RoleViewer, tokens[0].Role)
+	require.Equal(t, admin.RoleOperator, tokens[1].Role)
+	require.Equal(t, admin.RoleOperator, tokens[2].Role)
+	id, err := tokens.Authenticate("secret-9876543210:admin")
+	require.NoError(t, err, "the secret keeps a colon that names no role")
+	require.Equal(t, "b", id.Actor)
+	_, err = admin.ParseTokens("a::viewer")
+	require.Error(t, err, "a role without a secret")
 }
 
 // TestFailureLimiterFullKeepsRecentClientBlocked: a spray of fresh

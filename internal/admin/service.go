@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"callgate/internal/callback"
@@ -81,7 +82,13 @@ type Detail struct {
 	Headers    map[string]string  `json:"headers"`
 	Attempts   []callback.Attempt `json:"attempt_history"`
 	Lineage    []store.OutboxRow  `json:"lineage"`
+	// Replays are the single replays of this callback, newest first: who
+	// and why (from the audit trail).
+	Replays []store.AuditEntry `json:"replays"`
 }
+
+// maxReplaysShown bounds the replays a callback's detail lists.
+const maxReplaysShown = 50
 
 // Get returns one callback with its payload, headers, attempts and the
 // outbox messages it produced (store.ErrNotFound when there is none).
@@ -107,13 +114,21 @@ func (s *Service) Get(ctx context.Context, id int64) (*Detail, error) {
 	if d.Lineage, err = s.Store.OutboxOf(ctx, id); err != nil {
 		return nil, err
 	}
+	if d.Replays, err = s.Store.AuditOf(ctx, strconv.FormatInt(id, 10), []string{"replay"}, maxReplaysShown); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
 // Record puts an action without its own transaction (a login) into the
 // audit trail; a failure to write it is logged, not fatal.
-func (s *Service) Record(ctx context.Context, actor, action, target string) {
-	if err := s.Store.InsertAuditTx(ctx, nil, store.AuditEntry{Actor: actor, Action: action, Target: target}, nil); err != nil {
+// reason may be empty.
+func (s *Service) Record(ctx context.Context, actor, action, target, reason string) {
+	e := store.AuditEntry{Actor: actor, Action: action, Target: target}
+	if reason != "" {
+		e.Reason = &reason
+	}
+	if err := s.Store.InsertAuditTx(ctx, nil, e, nil); err != nil {
 		s.Log.WarnContext(ctx, "admin: could not write the audit trail", "action", action, "actor", actor, "error", err)
 	}
 }

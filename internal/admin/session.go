@@ -30,7 +30,7 @@ const (
 	sessionPurgeBatch = 100
 )
 
-// SessionMaxAge is how long a console session lives.
+// SessionMaxAge is how long a session opened with a token lives.
 const SessionMaxAge = 8 * time.Hour
 
 // ErrNoSession is a session cookie that names no live session: malformed,
@@ -80,25 +80,40 @@ func (id SessionID) CSRF() string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// Session is a live console session.
+// Session is a live console session and who opened it.
 type Session struct {
-	ID    SessionID
-	Actor string
+	ID SessionID
+	Identity
 }
 
-// StartSession opens a session for actor (who just presented their token),
-// purging a batch of expired sessions on the way.
-func (h *Handler) StartSession(ctx context.Context, actor string) (SessionID, error) {
+// SessionLifetime is how long a session opened by id lives: a token's
+// SessionMaxAge, a single sign-on user's admin.oidc.max_session.
+func (h *Handler) SessionLifetime(id Identity) time.Duration {
+	if id.SSO() && h.SSO != nil {
+		return h.SSO.MaxSession()
+	}
+	return SessionMaxAge
+}
+
+// StartSession opens a session for who (who just presented their token or
+// signed in), purging a batch of expired sessions on the way.
+func (h *Handler) StartSession(ctx context.Context, who Identity) (SessionID, error) {
 	id, err := newSessionID()
 	if err != nil {
 		return id, err
 	}
-	mac, ok := h.Tokens.sessionMAC(actor, id)
-	if !ok {
-		return id, fmt.Errorf("error starting session: no token named %q", actor)
-	}
 	now := time.Now().UTC()
-	row := &store.AdminSession{IDHash: id.hash(), Actor: actor, TokenMAC: mac, CreatedAt: now, ExpiresAt: now.Add(SessionMaxAge)}
+	row := &store.AdminSession{IDHash: id.hash(), Actor: who.Actor, Role: string(who.Role),
+		CreatedAt: now, ExpiresAt: now.Add(h.SessionLifetime(who))}
+	if who.SSO() {
+		row.Subject, row.Email, row.DisplayName = &who.Subject, nullable(who.Email), nullable(who.Name)
+	} else {
+		mac, ok := h.Tokens.sessionMAC(who.Actor, id)
+		if !ok {
+			return id, fmt.Errorf("error starting session: no token named %q", who.Actor)
+		}
+		row.TokenMAC = mac
+	}
 	if err := h.Service.Store.CreateSession(ctx, row); err != nil {
 		return id, err
 	}
@@ -108,6 +123,20 @@ func (h *Handler) StartSession(ctx context.Context, actor string) (SessionID, er
 		h.Log.InfoContext(ctx, "admin: purged expired sessions", "count", n)
 	}
 	return id, nil
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // CheckSession returns the live session a cookie value names: ErrNoSession
@@ -132,11 +161,25 @@ func (h *Handler) CheckSession(ctx context.Context, cookie string) (*Session, er
 		}
 		return nil, ErrNoSession
 	}
+	if row.TokenMAC == nil {
+		// A single sign-on session keeps the role it was given at sign-in
+		// (a user moved out of the operators' group loses it at the next
+		// one, and max_session bounds the wait); it ends when single
+		// sign-on is switched off.
+		role, err := ParseRole(row.Role)
+		if h.SSO == nil || row.Subject == nil || err != nil {
+			return nil, ErrNoSession
+		}
+		return &Session{ID: id, Identity: Identity{Actor: row.Actor, Role: role, Subject: *row.Subject,
+			Email: deref(row.Email), Name: deref(row.DisplayName)}}, nil
+	}
 	want, ok := h.Tokens.sessionMAC(row.Actor, id)
 	if !ok || !hmac.Equal(want, row.TokenMAC) {
 		return nil, ErrNoSession // the token that opened it was rotated or removed
 	}
-	return &Session{ID: id, Actor: row.Actor}, nil
+	// A token's session has the token's role as configured now.
+	tok, _ := h.Tokens.named(row.Actor)
+	return &Session{ID: id, Identity: tok.identity()}, nil
 }
 
 // EndSession ends a session; ending one that is already gone is fine.

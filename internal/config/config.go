@@ -123,6 +123,39 @@ type Admin struct {
 	SecureCookie bool `yaml:"secure_cookie"`
 	// Replay bounds bulk replays (replay_cap, replay_rate).
 	Replay replay.Config `yaml:",inline"`
+	// OIDC signs operators in with the company's single sign-on.
+	OIDC OIDC `yaml:"oidc"`
+}
+
+// OIDC is admin.oidc: OpenID Connect sign-in for the console. Off while
+// Issuer is empty.
+type OIDC struct {
+	// Issuer is the provider's issuer URL (discovery is read from
+	// Issuer/.well-known/openid-configuration). Env CALLGATE_OIDC_ISSUER.
+	Issuer string `yaml:"issuer"`
+	// ClientID and ClientSecret are callgate's client at the provider.
+	// Env CALLGATE_OIDC_CLIENT_ID, CALLGATE_OIDC_CLIENT_SECRET (or
+	// CALLGATE_OIDC_CLIENT_SECRET_FILE).
+	ClientID     string `yaml:"client_id"`
+	ClientSecret string `yaml:"client_secret"`
+	// RedirectURL is registered at the provider; its path is
+	// /admin/oidc/callback. Env CALLGATE_OIDC_REDIRECT_URL.
+	RedirectURL string `yaml:"redirect_url"`
+	// RolesClaim is the ID token claim holding the person's groups
+	// (default "groups"; a dotted path reaches into objects).
+	RolesClaim string `yaml:"roles_claim"`
+	// Operators and Viewers are claim values granting each role
+	// (operator wins). Env CALLGATE_OIDC_OPERATORS, CALLGATE_OIDC_VIEWERS,
+	// comma-separated.
+	Operators []string `yaml:"operators"`
+	Viewers   []string `yaml:"viewers"`
+	// Only hides the console's token form (API tokens keep working).
+	Only bool `yaml:"only"`
+	// MaxSession bounds a session's life without signing in again
+	// (default 8h).
+	MaxSession time.Duration `yaml:"max_session"`
+	// Scopes asked for (default openid, email, profile).
+	Scopes []string `yaml:"scopes"`
 }
 
 // SecureCookieDefault is admin.secure_cookie when the file leaves it out.

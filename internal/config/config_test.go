@@ -289,3 +289,61 @@ func TestLockWaitShorterThanHandlerTimeout(t *testing.T) {
 	_, err = config.Parse([]byte("mysql: {lock_wait_timeout: 10s}\nworker: {handler_timeout: 5s}\n"+valid), kinds)
 	require.ErrorContains(t, err, "mysql.lock_wait_timeout: 10s must be shorter than worker.handler_timeout (5s)")
 }
+
+// TestOIDCFromTheEnvironment: every admin.oidc setting the issue names
+// comes from its environment variable (the secret also from a _FILE), the
+// lists are comma-separated, and the defaults are filled.
+func TestOIDCFromTheEnvironment(t *testing.T) {
+	t.Setenv("T_SHIP_SECRET", "s3cret")
+	secret := filepath.Join(t.TempDir(), "oidc-secret")
+	require.NoError(t, os.WriteFile(secret, []byte("from-a-file-0123\n"), 0o600))
+	t.Setenv("CALLGATE_OIDC_ISSUER", "https://login.example.com/realms/corp")
+	t.Setenv("CALLGATE_OIDC_CLIENT_ID", "callgate")
+	t.Setenv("CALLGATE_OIDC_CLIENT_SECRET_FILE", secret)
+	t.Setenv("CALLGATE_OIDC_REDIRECT_URL", "https://callgate.example.com/admin/oidc/callback")
+	t.Setenv("CALLGATE_OIDC_OPERATORS", "sre, payments-oncall")
+	t.Setenv("CALLGATE_OIDC_VIEWERS", "support,")
+	cfg, err := config.Parse([]byte(valid), kinds)
+	require.NoError(t, err)
+	o := cfg.Admin.OIDC
+	require.Equal(t, "https://login.example.com/realms/corp", o.Issuer)
+	require.Equal(t, "callgate", o.ClientID)
+	require.Equal(t, "from-a-file-0123", o.ClientSecret)
+	require.Equal(t, "https://callgate.example.com/admin/oidc/callback", o.RedirectURL)
+	require.Equal(t, []string{"sre", "payments-oncall"}, o.Operators)
+	require.Equal(t, []string{"support"}, o.Viewers)
+
+	t.Setenv("CALLGATE_OIDC_CLIENT_SECRET", "from-the-env-0123")
+	cfg, err = config.Parse([]byte("admin: {oidc: {roles_claim: roles, max_session: 1h, only: true}}\n"+valid), kinds)
+	require.NoError(t, err)
+	require.Equal(t, "from-the-env-0123", cfg.Admin.OIDC.ClientSecret, "the variable wins over its _FILE")
+	require.Equal(t, "roles", cfg.Admin.OIDC.RolesClaim)
+	require.Equal(t, time.Hour, cfg.Admin.OIDC.MaxSession)
+	require.True(t, cfg.Admin.OIDC.Only)
+
+	t.Setenv("CALLGATE_OIDC_CLIENT_SECRET", "")
+	t.Setenv("CALLGATE_OIDC_CLIENT_SECRET_FILE", filepath.Join(t.TempDir(), "missing"))
+	_, err = config.Parse([]byte(valid), kinds)
+	require.ErrorContains(t, err, "CALLGATE_OIDC_CLIENT_SECRET_FILE")
+}
+
+// TestOIDCValidated: each wrong admin.oidc setting is named.
+func TestOIDCValidated(t *testing.T) {
+	t.Setenv("T_SHIP_SECRET", "s3cret")
+	for yaml, want := range map[string]string{
+		`{client_id: x}`: "admin.oidc.issuer: required",
+		`{issuer: "http://idp.example.com", client_id: c, client_secret: s, redirect_url: "https://cg.example.com/admin/oidc/callback", operators: [o]}`:                  "admin.oidc.issuer: want https",
+		`{issuer: "https://idp.example.com", client_secret: s, redirect_url: "https://cg.example.com/admin/oidc/callback", operators: [o]}`:                               "admin.oidc.client_id: required",
+		`{issuer: "https://idp.example.com", client_id: c, redirect_url: "https://cg.example.com/admin/oidc/callback", operators: [o]}`:                                   "admin.oidc.client_secret: required",
+		`{issuer: "https://idp.example.com", client_id: c, client_secret: s, redirect_url: "https://cg.example.com/callback", operators: [o]}`:                            "admin.oidc.redirect_url: its path must be /admin/oidc/callback",
+		`{issuer: "https://idp.example.com", client_id: c, client_secret: s, redirect_url: "https://cg.example.com/admin/oidc/callback"}`:                                 "admin.oidc.operators: list the claim values",
+		`{issuer: "https://idp.example.com", client_id: c, client_secret: s, redirect_url: "https://cg.example.com/admin/oidc/callback", viewers: [v], max_session: 10s}`: "admin.oidc.max_session",
+		`{issuer: "https://idp.example.com", client_id: c, client_secret: s, redirect_url: "https://cg.example.com/admin/oidc/callback", viewers: [v], scopes: [email]}`:  "admin.oidc.scopes: must include openid",
+	} {
+		_, err := config.Parse([]byte("admin: {oidc: "+yaml+"}\n"+valid), kinds)
+		require.ErrorContains(t, err, want, yaml)
+	}
+	cfg, err := config.Parse([]byte(`admin: {oidc: {issuer: "http://127.0.0.1:5556/dex", client_id: c, client_secret: s, redirect_url: "http://localhost:8080/admin/oidc/callback", viewers: [v]}}`+"\n"+valid), kinds)
+	require.NoError(t, err, "plain http to a loopback provider and console (development)")
+	require.Equal(t, "http://127.0.0.1:5556/dex", cfg.Admin.OIDC.Issuer)
+}

@@ -25,15 +25,23 @@ const EnvConfigPath = "CALLGATE_CONFIG"
 var envOverrides = []struct {
 	env string
 	set func(c *Config, v string)
+	// file: when env is unset, env_FILE may name a file holding the value.
+	file bool
 }{
-	{"CALLGATE_MYSQL_DSN", func(c *Config, v string) { c.MySQL.DSN = v }},
-	{"CALLGATE_MYSQL_DURABILITY", func(c *Config, v string) { c.MySQL.Durability = v }},
-	{"CALLGATE_AMQP_URL", func(c *Config, v string) { c.AMQP.URL, c.AMQP.URLs = v, nil }},
-	{"CALLGATE_AMQP_URLS", func(c *Config, v string) { c.AMQP.URL, c.AMQP.URLs = "", splitList(v) }},
-	{"CALLGATE_AMQP_PREFIX", func(c *Config, v string) { c.AMQP.Prefix = v }},
-	{"CALLGATE_HTTP_ADDR", func(c *Config, v string) { c.HTTP.Addr = v }},
-	{"CALLGATE_ADMIN_TOKEN", func(c *Config, v string) { c.Admin.Token = v }},
-	{EnvDemo, func(c *Config, v string) { c.Demo = v == "1" || strings.EqualFold(v, "true") }},
+	{"CALLGATE_MYSQL_DSN", func(c *Config, v string) { c.MySQL.DSN = v }, false},
+	{"CALLGATE_MYSQL_DURABILITY", func(c *Config, v string) { c.MySQL.Durability = v }, false},
+	{"CALLGATE_AMQP_URL", func(c *Config, v string) { c.AMQP.URL, c.AMQP.URLs = v, nil }, false},
+	{"CALLGATE_AMQP_URLS", func(c *Config, v string) { c.AMQP.URL, c.AMQP.URLs = "", splitList(v) }, false},
+	{"CALLGATE_AMQP_PREFIX", func(c *Config, v string) { c.AMQP.Prefix = v }, false},
+	{"CALLGATE_HTTP_ADDR", func(c *Config, v string) { c.HTTP.Addr = v }, false},
+	{"CALLGATE_ADMIN_TOKEN", func(c *Config, v string) { c.Admin.Token = v }, false},
+	{"CALLGATE_OIDC_ISSUER", func(c *Config, v string) { c.Admin.OIDC.Issuer = v }, false},
+	{"CALLGATE_OIDC_CLIENT_ID", func(c *Config, v string) { c.Admin.OIDC.ClientID = v }, false},
+	{"CALLGATE_OIDC_CLIENT_SECRET", func(c *Config, v string) { c.Admin.OIDC.ClientSecret = v }, true},
+	{"CALLGATE_OIDC_REDIRECT_URL", func(c *Config, v string) { c.Admin.OIDC.RedirectURL = v }, false},
+	{"CALLGATE_OIDC_OPERATORS", func(c *Config, v string) { c.Admin.OIDC.Operators = splitList(v) }, false},
+	{"CALLGATE_OIDC_VIEWERS", func(c *Config, v string) { c.Admin.OIDC.Viewers = splitList(v) }, false},
+	{EnvDemo, func(c *Config, v string) { c.Demo = v == "1" || strings.EqualFold(v, "true") }, false},
 }
 
 // splitList splits a comma-separated value, dropping blanks.
@@ -87,6 +95,12 @@ func Parse(raw []byte, kinds []string) (*Config, error) {
 	for _, o := range envOverrides {
 		if v, ok := os.LookupEnv(o.env); ok && v != "" {
 			o.set(&cfg, v)
+		} else if f := os.Getenv(o.env + "_FILE"); o.file && f != "" {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, fmt.Errorf("error reading %s_FILE: %w", o.env, err)
+			}
+			o.set(&cfg, strings.TrimRight(string(b), "\r\n"))
 		}
 	}
 	cfg = cfg.WithDefaults()

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"slices"
+	"time"
 )
 
 // WithDefaults returns a copy with every section's unset fields at their
@@ -38,6 +41,7 @@ func (c Config) Validate(kinds []string) error {
 	section("mysql", c.MySQL.Validate())
 	section("amqp", c.AMQP.Validate())
 	section("admin", c.Admin.Replay.Validate())
+	section("admin.oidc", c.Admin.OIDC.validate())
 	section("log", c.Log.Validate())
 	section("worker", c.Worker.Validate(kinds))
 	section("scheduler", c.Scheduler.Validate())
@@ -90,4 +94,58 @@ func prefixErrors(prefix string, err error) error {
 		return errors.Join(errs...)
 	}
 	return fmt.Errorf("%s%w", prefix, err)
+}
+
+// oidcCallbackPath is the path admin.oidc.redirect_url must have (the
+// console serves the provider's redirect there).
+const oidcCallbackPath = "/admin/oidc/callback"
+
+func (o OIDC) validate() error {
+	var errs []error
+	if o.Issuer == "" {
+		if o.ClientID != "" || o.ClientSecret != "" || o.RedirectURL != "" || len(o.Operators)+len(o.Viewers) > 0 || o.Only {
+			errs = append(errs, errors.New("issuer: required when any other admin.oidc setting is set (CALLGATE_OIDC_ISSUER)"))
+		}
+		return errors.Join(errs...)
+	}
+	if err := httpURL(o.Issuer); err != nil {
+		errs = append(errs, fmt.Errorf("issuer: %w", err))
+	}
+	if o.ClientID == "" {
+		errs = append(errs, errors.New("client_id: required with an issuer (CALLGATE_OIDC_CLIENT_ID)"))
+	}
+	if o.ClientSecret == "" {
+		errs = append(errs, errors.New("client_secret: required with an issuer: callgate is a confidential client (CALLGATE_OIDC_CLIENT_SECRET or _FILE)"))
+	}
+	if err := httpURL(o.RedirectURL); err != nil {
+		errs = append(errs, fmt.Errorf("redirect_url: %w (CALLGATE_OIDC_REDIRECT_URL)", err))
+	} else if u, _ := url.Parse(o.RedirectURL); u.Path != oidcCallbackPath || u.RawQuery != "" || u.Fragment != "" {
+		errs = append(errs, fmt.Errorf("redirect_url: its path must be %s, with no query, got %q", oidcCallbackPath, o.RedirectURL))
+	}
+	if len(o.Operators)+len(o.Viewers) == 0 {
+		errs = append(errs, errors.New("operators: list the claim values (groups) of the operators and/or viewers, or nobody can sign in (CALLGATE_OIDC_OPERATORS, CALLGATE_OIDC_VIEWERS)"))
+	}
+	if o.MaxSession < 0 || (o.MaxSession > 0 && o.MaxSession < time.Minute) {
+		errs = append(errs, fmt.Errorf("max_session: want at least 1m (default 8h), got %s", o.MaxSession))
+	}
+	if len(o.Scopes) > 0 && !slices.Contains(o.Scopes, "openid") {
+		errs = append(errs, errors.New("scopes: must include openid"))
+	}
+	return errors.Join(errs...)
+}
+
+// httpURL accepts an absolute https URL, or http to a loopback host (a
+// provider or console on the same machine, as in development).
+func httpURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("want an absolute https URL, got %q", s)
+	}
+	if u.Scheme == "http" {
+		host := u.Hostname()
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("want https (http only to localhost or a loopback address), got %q", s)
+		}
+	}
+	return nil
 }

@@ -100,6 +100,7 @@ func loadTemplates() map[string]*template.Template {
 		"trunc":   func(n int, s string) string { return callback.Truncate(s, n) },
 		"pct":     func(f float64) string { return fmt.Sprintf("%.0f", math.Floor(f)) },
 		"rawjson": prettyJSON,
+		"claims":  claimList,
 		"statusClass": func(s string) string {
 			return "status status-" + strings.ToLower(s)
 		},

@@ -61,19 +61,38 @@ func (h *Console) Mount(r *gin.Engine) {
 	pub.GET("/static/:file", serveStatic)
 	pub.GET("/login", h.loginForm)
 	pub.POST("/login", h.login)
+	if h.SSO != nil {
+		pub.GET("/login/oidc", noStore, h.ssoBegin)
+		pub.GET(strings.TrimPrefix(admin.SSOCallbackPath, "/admin"), noStore, h.ssoCallback)
+	}
 
 	g := r.Group("/admin", pageHeaders, noStore, h.session, h.csrf)
 	g.POST("/logout", h.logout)
 	g.GET("/", h.dashboard)
 	g.GET("/callbacks", h.callbacksPage)
 	g.GET("/callbacks/:id", h.detailPage)
-	g.POST("/callbacks/:id/replay", h.replayPage)
+	g.POST("/callbacks/:id/replay", h.operator, h.replayPage)
 	g.GET("/replays", h.replaysPage)
-	g.POST("/replays/dry-run", h.dryRunPage)
-	g.POST("/replays", h.createJobPage)
+	g.POST("/replays/dry-run", h.operator, h.dryRunPage)
+	g.POST("/replays", h.operator, h.createJobPage)
 	g.GET("/replays/:id", h.jobPage)
-	g.POST("/replays/:id/cancel", h.cancelJobPage)
+	g.POST("/replays/:id/cancel", h.operator, h.cancelJobPage)
 	g.GET("/audit", h.auditPage)
+}
+
+// operator admits only sessions whose role may change rows; a viewer gets
+// a 403 page and nothing changes. Every write route has it: the page not
+// showing a viewer the buttons is a courtesy, this is the check.
+func (h *Console) operator(c *gin.Context) {
+	id := admin.RequestIdentity(c)
+	if !id.Role.CanWrite() {
+		h.Log.WarnContext(c.Request.Context(), "admin: refused a page write to a viewer",
+			"path", c.Request.URL.Path, "actor", id.Actor, "role", id.Role, "remote", admin.ClientAddr(c))
+		h.renderError(c, http.StatusForbidden, "Not allowed: "+admin.NeedsOperator(id)+".")
+		c.Abort()
+		return
+	}
+	c.Next()
 }
 
 // pageHeaders sets the security headers of every page and asset.
@@ -124,7 +143,7 @@ func (h *Console) session(c *gin.Context) {
 		c.Abort()
 		return
 	}
-	c.Set(admin.CtxActor, sess.Actor)
+	admin.SetIdentity(c, sess.Identity)
 	c.Set(ctxSession, sess)
 	c.Next()
 }
@@ -162,7 +181,7 @@ func (h *Console) pageTooManyFailures(c *gin.Context) bool {
 	c.Header("Retry-After", strconv.Itoa(secs))
 	h.Log.WarnContext(c.Request.Context(), "admin: too many failed authentications", "remote", admin.ClientAddr(c))
 	h.render(c, http.StatusTooManyRequests, "login", &view{Title: "Log in",
-		Error: fmt.Sprintf("Too many failed attempts from your address. Try again in %d seconds.", secs), Page: loginView{Next: "/admin/"}})
+		Error: fmt.Sprintf("Too many failed attempts from your address. Try again in %d seconds.", secs), Page: h.loginView("/admin/")})
 	return true
 }
 
@@ -220,14 +239,24 @@ func (h *Console) loginForm(c *gin.Context) {
 		c.Redirect(http.StatusSeeOther, safeNext(c.Query("next")))
 		return
 	}
-	v := &view{Title: "Log in", Page: loginView{Next: safeNext(c.Query("next"))}}
+	v := &view{Title: "Log in", Page: h.loginView(safeNext(c.Query("next")))}
 	if c.Query("out") == "1" {
 		v.Flash = "You are logged out."
 	}
 	h.render(c, http.StatusOK, "login", v)
 }
 
-type loginView struct{ Next string }
+// loginView is what the login page offers: the token form unless
+// admin.oidc.only, "Sign in with SSO" when an issuer is configured.
+type loginView struct {
+	Next string
+	// SSO offers single sign-on; TokenForm the admin token form.
+	SSO, TokenForm bool
+}
+
+func (h *Console) loginView(next string) loginView {
+	return loginView{Next: next, SSO: h.SSO != nil, TokenForm: h.Tokens.Enabled() && (h.SSO == nil || !h.SSO.Only())}
+}
 
 // login checks the token and starts the session.
 func (h *Console) login(c *gin.Context) {
@@ -240,8 +269,13 @@ func (h *Console) login(c *gin.Context) {
 		h.renderError(c, http.StatusForbidden, "Log in from the callgate login page.")
 		return
 	}
+	if !h.loginView(next).TokenForm {
+		h.render(c, http.StatusForbidden, "login", &view{Title: "Log in",
+			Error: "Signing in with a token is switched off here (admin.oidc.only); use single sign-on.", Page: h.loginView(next)})
+		return
+	}
 	token := strings.TrimSpace(c.Request.PostForm.Get("token"))
-	name, err := h.Tokens.Authenticate(token)
+	who, err := h.Tokens.Authenticate(token)
 	if err != nil {
 		// Only failures wait: a valid token logs in whoever else failed.
 		if h.pageTooManyFailures(c) {
@@ -250,20 +284,30 @@ func (h *Console) login(c *gin.Context) {
 		h.Limiter().Fail(admin.ClientAddr(c))
 		h.Log.WarnContext(c.Request.Context(), "admin: rejected page login", "remote", admin.ClientAddr(c))
 		h.render(c, http.StatusUnauthorized, "login", &view{Title: "Log in",
-			Error: "That token is not valid. Use an admin token (CALLGATE_ADMIN_TOKEN).", Page: loginView{Next: next}})
+			Error: "That token is not valid. Use an admin token (CALLGATE_ADMIN_TOKEN).", Page: h.loginView(next)})
 		return
 	}
+	h.openSession(c, who, next)
+}
+
+// openSession starts who's session, sets its cookie, records the login
+// and goes to next.
+func (h *Console) openSession(c *gin.Context, who admin.Identity, next string) {
 	ctx := c.Request.Context()
 	h.endOldSession(c)
-	id, err := h.StartSession(ctx, name)
+	id, err := h.StartSession(ctx, who)
 	if err != nil {
-		h.Log.ErrorContext(ctx, "admin: could not start a page session", "actor", name, "error", err)
+		h.Log.ErrorContext(ctx, "admin: could not start a page session", "actor", who.Actor, "error", err)
 		h.renderError(c, http.StatusServiceUnavailable, "Storage is temporarily unavailable, please retry.")
 		return
 	}
-	h.setSession(c, id.String(), int(admin.SessionMaxAge.Seconds()))
-	h.Log.InfoContext(ctx, "admin: page login", "actor", name, "remote", admin.ClientAddr(c))
-	h.Service.Record(ctx, name, "login", admin.ClientAddr(c))
+	h.setSession(c, id.String(), int(h.SessionLifetime(who).Seconds()))
+	how := "token"
+	if who.SSO() {
+		how = "single sign-on, subject " + who.Subject
+	}
+	h.Log.InfoContext(ctx, "admin: page login", "actor", who.Actor, "role", who.Role, "via", how, "remote", admin.ClientAddr(c))
+	h.Service.Record(ctx, who.Actor, "login", admin.ClientAddr(c), fmt.Sprintf("%s, role %s", how, who.Role))
 	c.Redirect(http.StatusSeeOther, next)
 }
 
@@ -293,6 +337,16 @@ func (h *Console) logout(c *gin.Context) {
 	}
 	h.Log.InfoContext(c.Request.Context(), "admin: page logout", "actor", sess.Actor, "remote", admin.ClientAddr(c))
 	h.setSession(c, "", -1)
+	if sess.SSO() && h.SSO != nil {
+		// Also end the provider's session, when it says how (RP-initiated
+		// logout); it sends the browser back to the login page.
+		// A page that moves on by itself rather than a redirect: the CSP's
+		// form-action 'self' forbids a form's redirect to another origin.
+		if u := h.SSO.LogoutURL(h.SSO.PostLogoutURL()); u != "" {
+			h.render(c, http.StatusOK, "loggedout", &view{Title: "Logged out", MoveTo: u, Page: u})
+			return
+		}
+	}
 	c.Redirect(http.StatusSeeOther, "/admin/login?out=1")
 }
 
@@ -324,10 +378,16 @@ func safeNext(next string) string {
 
 // view is what every page template gets; Page is the page's own data.
 type view struct {
-	Title   string
-	Nav     string
-	Actor   string
-	CSRF    string
+	Title string
+	Nav   string
+	Actor string
+	// Role is the signed-in person's; CanWrite shows the replay and
+	// cancel forms (the write routes check the role themselves).
+	Role     admin.Role
+	CanWrite bool
+	CSRF     string
+	// MoveTo, when set, sends the browser on at once (meta refresh).
+	MoveTo  string
 	Flash   string
 	Error   string
 	Refresh bool
@@ -342,6 +402,7 @@ func (h *Console) render(c *gin.Context, status int, name string, v *view) {
 	}
 	if sess := currentSession(c); sess != nil {
 		v.CSRF = sess.ID.CSRF()
+		v.Role, v.CanWrite = sess.Role, sess.Role.CanWrite()
 	}
 	t, ok := pageTemplates[name]
 	var buf bytes.Buffer

@@ -171,6 +171,14 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 			OnReplayed: m.Replayed.WithLabelValues("single").Inc,
 		},
 	}
+	if o := cfg.Admin.OIDC; o.Issuer != "" {
+		gcfg.Admin.SSO = admin.NewSSO(admin.SSOConfig{Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
+			RedirectURL: o.RedirectURL, RolesClaim: o.RolesClaim, Operators: o.Operators, Viewers: o.Viewers,
+			Only: o.Only, MaxSession: o.MaxSession, Scopes: o.Scopes}, log)
+		// An unreachable provider is a warning and a retry, not a crash:
+		// the token form (unless only) and the intake carry on.
+		go gcfg.Admin.SSO.Run(ctx)
+	}
 	if cfg.HTTP.PprofAddr != "" {
 		stopPprof, err := profiling.Serve("http.pprof_addr", cfg.HTTP.PprofAddr, log)
 		if err != nil {

@@ -56,3 +56,14 @@ func (s *Store) Audit(ctx context.Context, limit int) ([]AuditEntry, error) {
 	}
 	return out, nil
 }
+
+// AuditOf returns the newest limit entries whose action is one of actions
+// and whose target is target (a callback's id: who replayed it, and why),
+// newest first.
+func (s *Store) AuditOf(ctx context.Context, target string, actions []string, limit int) ([]AuditEntry, error) {
+	var out []AuditEntry
+	if err := s.q(ctx, nil).Where("target = ? AND action IN ?", target, actions).Order("id DESC").Limit(limit).Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("error reading the audit trail: %w", translate(err))
+	}
+	return out, nil
+}

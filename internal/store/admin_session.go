@@ -9,11 +9,21 @@ import (
 // AdminSession is one row of admin_session: a console login. The id is
 // never stored, only its hash.
 type AdminSession struct {
-	IDHash    []byte    `gorm:"column:id_hash;primaryKey"`
-	Actor     string    `gorm:"column:actor"`
-	TokenMAC  []byte    `gorm:"column:token_mac"`
-	CreatedAt time.Time `gorm:"column:created_at"`
-	ExpiresAt time.Time `gorm:"column:expires_at"`
+	IDHash []byte `gorm:"column:id_hash;primaryKey"`
+	Actor  string `gorm:"column:actor"`
+	// TokenMAC binds a token's session to the token; nil for a single
+	// sign-on session.
+	TokenMAC []byte `gorm:"column:token_mac"`
+	// Role is the role given at sign-in (a token's session takes its
+	// token's role as configured now instead).
+	Role string `gorm:"column:role"`
+	// Subject, Email and DisplayName are the ID token's sub, email and
+	// name claims (single sign-on only).
+	Subject     *string   `gorm:"column:subject"`
+	Email       *string   `gorm:"column:email"`
+	DisplayName *string   `gorm:"column:display_name"`
+	CreatedAt   time.Time `gorm:"column:created_at"`
+	ExpiresAt   time.Time `gorm:"column:expires_at"`
 }
 
 // TableName tells gorm the table.

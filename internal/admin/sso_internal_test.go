@@ -1,0 +1,156 @@
+package admin
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func testSSO() *SSO {
+	return NewSSO(SSOConfig{Issuer: "https://idp.example.com", ClientID: "callgate", ClientSecret: "client-secret-0123456789",
+		RedirectURL: "https://callgate.example.com/admin/oidc/callback", Operators: []string{"ops"}, Viewers: []string{"staff"}},
+		slog.New(slog.DiscardHandler))
+}
+
+// FuzzParseCallback: whatever query the provider's redirect (or anyone
+// pretending to be it) carries, the parser does not panic, and accepts it
+// only with exactly one non-empty, bounded code and state, returned as
+// they were sent; anything else is an *SSOError with a 4xx status and a
+// message that is valid UTF-8 of bounded length.
+func FuzzParseCallback(f *testing.F) {
+	for _, seed := range []string{
+		"code=abc&state=xyz",
+		"code=abc&state=xyz&iss=https%3A%2F%2Fidp.example.com",
+		"error=access_denied&error_description=The+user+said+no&state=xyz",
+		"code=a&code=b&state=xyz",
+		"code=&state=",
+		"state=xyz",
+		"error=&code=abc&state=xyz",
+		"code=%ff%fe&state=%00",
+		"code=abc;state=xyz",
+		strings.Repeat("code=x&", 100) + "state=y",
+		"error=" + strings.Repeat("%e2%82%ac", 200),
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, _ := url.ParseQuery(raw) // what gin hands over: the pairs it could read
+		code, state, err := parseCallback(q)
+		if err == nil {
+			require.Len(t, q["code"], 1)
+			require.Len(t, q["state"], 1)
+			require.Equal(t, q.Get("code"), code)
+			require.Equal(t, q.Get("state"), state)
+			require.NotEmpty(t, code)
+			require.NotEmpty(t, state)
+			require.LessOrEqual(t, len(code), maxCallbackParam)
+			require.LessOrEqual(t, len(state), maxCallbackParam)
+			require.False(t, q.Has("error"))
+			return
+		}
+		var se *SSOError
+		require.True(t, errors.As(err, &se), "%T", err)
+		require.GreaterOrEqual(t, se.Status, 400)
+		require.Less(t, se.Status, 500)
+		require.True(t, utf8Valid(se.Msg))
+		require.LessOrEqual(t, len(se.Msg), 600)
+	})
+}
+
+func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+// FuzzDecodeFlow: a flow cookie is accepted only as callgate made it (its
+// MAC holds) and before it expires; no other value is, and none panics.
+func FuzzDecodeFlow(f *testing.F) {
+	s := testSSO()
+	now := time.Now()
+	good := s.encodeFlow(ssoFlow{State: "st", Nonce: "no", Verifier: "ve", Next: "/admin/", Expires: now.Add(time.Minute).Unix()})
+	f.Add(good)
+	f.Add(good + "x")
+	f.Add(strings.Replace(good, ".", "..", 1))
+	f.Add("e30.")
+	f.Add(".")
+	f.Fuzz(func(t *testing.T, v string) {
+		got, ok := s.decodeFlow(v, now)
+		if v == good {
+			require.True(t, ok)
+			require.Equal(t, "st", got.State)
+			return
+		}
+		if ok {
+			// Another encoding of the same payload and MAC is the only way
+			// in (base64 without padding has one form per byte string,
+			// except for trailing bits, which Strict would refuse).
+			payload, _, _ := strings.Cut(v, ".")
+			require.Equal(t, strings.Split(good, ".")[0], payload)
+		}
+	})
+}
+
+// TestDecodeFlowRefuses: a changed payload, another client's secret and
+// an expired flow are refused.
+func TestDecodeFlowRefuses(t *testing.T) {
+	s := testSSO()
+	now := time.Now()
+	f := ssoFlow{State: "st", Nonce: "no", Verifier: "ve", Next: "/admin/", Expires: now.Add(time.Minute).Unix()}
+	v := s.encodeFlow(f)
+	_, ok := s.decodeFlow(v, now)
+	require.True(t, ok)
+	_, ok = s.decodeFlow(v, now.Add(2*time.Minute))
+	require.False(t, ok, "expired")
+	other := NewSSO(SSOConfig{Issuer: "https://idp.example.com", ClientID: "callgate", ClientSecret: "another-secret-0123456789"}, slog.New(slog.DiscardHandler))
+	_, ok = other.decodeFlow(v, now)
+	require.False(t, ok, "MACed with another client secret")
+	f.State = "attacker"
+	forged := other.encodeFlow(f)
+	_, ok = s.decodeFlow(forged, now)
+	require.False(t, ok, "forged")
+}
+
+// TestIdentifyRoles: operator wins over viewer, a dotted claim path and a
+// single-string claim work, an unverified e-mail used as the roles claim
+// grants nothing, and the 403 names the claim and its values.
+func TestIdentifyRoles(t *testing.T) {
+	s := testSSO()
+	who, err := s.identify("sub-1", map[string]any{"email": "a@example.com", "groups": []any{"staff", "ops"}})
+	require.NoError(t, err)
+	require.Equal(t, Identity{Actor: "a@example.com", Role: RoleOperator, Subject: "sub-1", Email: "a@example.com"}, who)
+	who, err = s.identify("sub-2", map[string]any{"preferred_username": "bee", "groups": "staff"})
+	require.NoError(t, err)
+	require.Equal(t, RoleViewer, who.Role)
+	require.Equal(t, "bee", who.Actor)
+	who, err = s.identify("sub-3", map[string]any{"groups": []any{"sales", 7}})
+	var noRole *NoRoleError
+	require.ErrorAs(t, err, &noRole)
+	require.Equal(t, &NoRoleError{Actor: "sub:sub-3", Claim: "groups", Values: []string{"sales"}}, noRole)
+	require.Empty(t, who.Role)
+
+	nested := NewSSO(SSOConfig{RolesClaim: "realm_access.roles", Operators: []string{"ops"}}, slog.New(slog.DiscardHandler))
+	who, err = nested.identify("sub-4", map[string]any{"realm_access": map[string]any{"roles": []any{"ops"}}})
+	require.NoError(t, err)
+	require.Equal(t, RoleOperator, who.Role)
+
+	byEmail := NewSSO(SSOConfig{RolesClaim: "email", Viewers: []string{"v@example.com"}}, slog.New(slog.DiscardHandler))
+	_, err = byEmail.identify("sub-5", map[string]any{"email": "v@example.com", "email_verified": false})
+	require.ErrorAs(t, err, &noRole, "an unverified address grants nothing")
+	who, err = byEmail.identify("sub-5", map[string]any{"email": "v@example.com", "email_verified": true})
+	require.NoError(t, err)
+	require.Equal(t, RoleViewer, who.Role)
+}
+
+// TestParseCallbackProviderError: the provider's error is shown with its
+// description, clipped.
+func TestParseCallbackProviderError(t *testing.T) {
+	_, _, err := parseCallback(url.Values{"error": {"access_denied"}, "error_description": {strings.Repeat("é", 400)}, "state": {"s"}})
+	var se *SSOError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, http.StatusUnauthorized, se.Status)
+	require.Contains(t, se.Msg, "refused the sign-in: access_denied (")
+	require.LessOrEqual(t, len(se.Msg), 600)
+}

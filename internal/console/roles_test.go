@@ -1,0 +1,250 @@
+package console_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/stretchr/testify/require"
+
+	"callgate/internal/admin"
+	"callgate/internal/callback"
+	"callgate/internal/config"
+	"callgate/internal/console"
+	"callgate/internal/testenv"
+	"callgate/internal/worker"
+)
+
+const (
+	operatorToken = "operator-token-0123456789"
+	viewerToken   = "viewer-token-0123456789"
+)
+
+// writeRoutes are the operator surface's routes that change rows: every
+// route but GET, login and logout, read from the routers themselves so
+// that a write route added later is checked too.
+func writeRoutes(t *testing.T) []gin.RouteInfo {
+	t.Helper()
+	tokens, err := admin.ParseTokens("x:" + operatorToken)
+	require.NoError(t, err)
+	h := &admin.Handler{Tokens: tokens, Log: slog.New(slog.DiscardHandler)}
+	r := gin.New()
+	h.Mount(r)
+	console.New(h).Mount(r)
+	var out []gin.RouteInfo
+	for _, ri := range r.Routes() {
+		switch {
+		case ri.Method == http.MethodGet, ri.Path == "/admin/login", ri.Path == "/admin/logout":
+			continue
+		}
+		out = append(out, ri)
+	}
+	require.GreaterOrEqual(t, len(out), 7, "the API's three and the page's four write routes")
+	return out
+}
+
+// rowState is what a write would change: the audit trail, the replay
+// jobs, the callback's status and attempts, the job's status.
+func rowState(t *testing.T, st *testenv.TestStore, cbID, jobID int64) string {
+	t.Helper()
+	var audit, jobs, attempts int
+	var status, jobStatus string
+	require.NoError(t, st.SQL.QueryRow(`SELECT COUNT(*) FROM admin_audit WHERE action <> 'login'`).Scan(&audit))
+	require.NoError(t, st.SQL.QueryRow(`SELECT COUNT(*) FROM replay_job`).Scan(&jobs))
+	require.NoError(t, st.SQL.QueryRow(`SELECT status, attempts FROM callback_log WHERE id = ?`, cbID).Scan(&status, &attempts))
+	require.NoError(t, st.SQL.QueryRow(`SELECT status FROM replay_job WHERE id = ?`, jobID).Scan(&jobStatus))
+	// The job replays its own callbacks meanwhile (RUNNING, then DONE);
+	// only a cancel is the viewer's doing.
+	return fmt.Sprintf("audit=%d jobs=%d callback=%s/%d job_cancelled=%v", audit, jobs, status, attempts, jobStatus == "CANCELLED")
+}
+
+// TestViewerChangesNothing: a viewer's token (name:secret:viewer) and a
+// viewer's page session are refused with 403 on every write route of the
+// API and the page, with a valid CSRF value, and no row changes; the same
+// requests by an operator's token go through (the routes are reachable).
+func TestViewerChangesNothing(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, func(c *config.Config) {
+		c.Admin.Token = "ops:" + operatorToken + ",watcher:" + viewerToken + ":viewer"
+		c.Worker.ShutdownTimeout = 5 * time.Second
+	})
+	e := &pageEnv{cfg: cfg, st: testenv.Store(t, cfg)}
+	e.gw = testenv.StartGateway(t, cfg)
+	e.gw.WaitReady(t)
+	testenv.StartWorker(t, cfg, worker.Options{})
+
+	var ids []int64
+	for i := range 3 {
+		ids = append(ids, e.pay(t, fmt.Sprintf("ORD-VIEWER-%d", i), fmt.Sprintf("PAY-VIEWER-%d", i), 1500))
+	}
+	for _, id := range ids {
+		e.waitStatus(t, id, callback.StatusFailed)
+	}
+	cbID := ids[0]
+	// A RUNNING job to try to cancel, started by the operator.
+	var job struct {
+		ID int64 `json:"id"`
+	}
+	status := e.api(t, http.MethodPost, "/admin/api/replays", operatorToken,
+		fmt.Sprintf(`{"ids":[%d,%d],"reason":"setup"}`, ids[1], ids[2]), &job)
+	require.Equal(t, http.StatusAccepted, status)
+	require.NotZero(t, job.ID)
+
+	// The viewer's page session and its CSRF value.
+	resp, _ := e.post(t, "/admin/login", url.Values{"token": {viewerToken}, "next": {"/admin/"}}, nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	session := sessionCookieOf(t, resp)
+	_, page := e.get(t, fmt.Sprintf("/admin/callbacks/%d", cbID), session)
+	require.Contains(t, page, `id="role">viewer<`, "the page says who is signed in and as what")
+	require.Contains(t, page, `id="replay-viewer"`)
+	require.NotContains(t, page, `id="replay"`, "no replay button for a viewer")
+	csrf := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+	require.NotNil(t, csrf)
+
+	before := rowState(t, e.st, cbID, job.ID)
+	path := func(ri gin.RouteInfo) string {
+		p := strings.Replace(ri.Path, ":id", fmt.Sprint(cbID), 1)
+		if strings.HasPrefix(ri.Path, "/admin/replays/:id") || strings.HasPrefix(ri.Path, "/admin/api/replays/:id") {
+			p = strings.Replace(ri.Path, ":id", fmt.Sprint(job.ID), 1)
+		}
+		return p
+	}
+	form := url.Values{"csrf": {csrf[1]}, "reason": {"a viewer tries"}, "ids": {fmt.Sprint(cbID)}, "status": {"FAILED"}}
+	for _, ri := range writeRoutes(t) {
+		t.Run(ri.Method+" "+ri.Path, func(t *testing.T) {
+			p := path(ri)
+			if strings.HasPrefix(ri.Path, "/admin/api/") {
+				status := e.api(t, ri.Method, p, viewerToken, fmt.Sprintf(`{"ids":[%d],"reason":"a viewer tries"}`, cbID), nil)
+				require.Equal(t, http.StatusForbidden, status)
+			} else {
+				require.Equal(t, http.MethodPost, ri.Method)
+				resp, body := e.post(t, p, form, session)
+				require.Equal(t, http.StatusForbidden, resp.StatusCode, body)
+				require.Contains(t, body, "needs the operator role")
+			}
+			require.Equal(t, before, rowState(t, e.st, cbID, job.ID), "a viewer's request changed a row")
+		})
+	}
+
+	// The operator's token goes through the same routes' checks: the
+	// single replay of the API replays.
+	_, err := e.st.SQL.Exec("INSERT INTO orders (order_code, user_id, amount) VALUES (?, ?, ?)", "ORD-VIEWER-0", 7, 1500)
+	require.NoError(t, err)
+	status = e.api(t, http.MethodPost, fmt.Sprintf("/admin/api/callbacks/%d/replay", cbID), operatorToken, `{"reason":"order created"}`, nil)
+	require.Equal(t, http.StatusOK, status)
+	e.waitStatus(t, cbID, callback.StatusSuccess)
+	var actor string
+	require.NoError(t, e.st.SQL.QueryRow(`SELECT actor FROM admin_audit WHERE action = 'replay' AND target = ?`, fmt.Sprint(cbID)).Scan(&actor))
+	require.Equal(t, "ops", actor)
+}
+
+// api calls the admin API with a bearer token and a JSON body.
+func (e *pageEnv) api(t *testing.T, method, path, token, body string, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, e.gw.URL+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	if out != nil {
+		require.NoError(t, json.Unmarshal(raw, out), "%s", raw)
+	}
+	return resp.StatusCode
+}
+
+// TestSSOProviderUnreachableAtStart: a gateway whose provider cannot be
+// reached starts anyway (the intake and the token form work), explains
+// the outage on the login page with a 503, and signs people in once the
+// provider is up, without a restart.
+func TestSSOProviderUnreachableAtStart(t *testing.T) {
+	t.Parallel()
+	idp, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	idpAddr := idp.Addr().String()
+	require.NoError(t, idp.Close()) // nothing listens there yet
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	base := "http://" + ln.Addr().String()
+	cfg := testenv.Config(t, func(c *config.Config) {
+		c.Admin.Token = "ops:" + operatorToken
+		c.Admin.OIDC = config.OIDC{Issuer: "http://" + idpAddr + "/oidc", ClientID: "callgate", ClientSecret: "oidc-test-client-secret-0123",
+			RedirectURL: base + "/admin/oidc/callback", Operators: []string{operatorsGroup}}
+	})
+	e := &pageEnv{cfg: cfg, st: testenv.Store(t, cfg)}
+	e.gw = testenv.StartGatewayOn(t, cfg, ln, "http")
+	e.gw.WaitReady(t)
+
+	_, page := e.get(t, "/admin/login", nil)
+	require.Contains(t, page, `id="sso"`)
+	require.Contains(t, page, `id="token"`, "the token form stays without admin.oidc.only")
+	resp, page := e.get(t, "/admin/login/oidc", nil)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Contains(t, page, "Single sign-on is unavailable: the identity provider cannot be reached")
+	require.Empty(t, resp.Cookies(), "no flow, no session")
+	resp, _ = e.post(t, "/admin/login", url.Values{"token": {operatorToken}}, nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "a token still logs in")
+
+	prov := testenv.StartOIDCProviderOn(t, idpAddr)
+	require.Eventually(t, func() bool {
+		resp, _ := e.get(t, "/admin/login/oidc", nil)
+		return resp.StatusCode == http.StatusFound && strings.HasPrefix(resp.Header.Get("Location"), prov.Issuer+"/authorize?")
+	}, 15*time.Second, 200*time.Millisecond, "sign-in starts once the provider is up")
+	resp, _ = e.get(t, "/admin/login/oidc?next=/admin/audit", nil)
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	require.NoError(t, err)
+	q := loc.Query()
+	require.Equal(t, "code", q.Get("response_type"))
+	require.Equal(t, "S256", q.Get("code_challenge_method"))
+	require.NotEmpty(t, q.Get("code_challenge"))
+	require.NotEmpty(t, q.Get("state"))
+	require.NotEmpty(t, q.Get("nonce"))
+	require.Equal(t, base+"/admin/oidc/callback", q.Get("redirect_uri"))
+	var flow *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "callgate_oidc" {
+			flow = c
+		}
+	}
+	require.NotNil(t, flow)
+	require.Equal(t, "/admin/oidc", flow.Path)
+	require.True(t, flow.HttpOnly)
+	require.Equal(t, http.SameSiteLaxMode, flow.SameSite)
+}
+
+// TestSSOOnlyRefusesTheTokenForm: with admin.oidc.only the login page has
+// no token form and a posted token opens no session; API tokens still
+// work (the CLI).
+func TestSSOOnlyRefusesTheTokenForm(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, func(c *config.Config) {
+		c.Admin.Token = "ops:" + operatorToken
+		c.Admin.OIDC = config.OIDC{Issuer: "http://127.0.0.1:1/oidc", ClientID: "callgate", ClientSecret: "oidc-test-client-secret-0123",
+			RedirectURL: "http://127.0.0.1:1/admin/oidc/callback", Operators: []string{operatorsGroup}, Only: true}
+	})
+	e := &pageEnv{cfg: cfg, st: testenv.Store(t, cfg)}
+	e.gw = testenv.StartGateway(t, cfg)
+	e.gw.WaitReady(t)
+	_, page := e.get(t, "/admin/login", nil)
+	require.Contains(t, page, `id="sso"`)
+	require.NotContains(t, page, `id="token"`)
+	resp, page := e.post(t, "/admin/login", url.Values{"token": {operatorToken}}, nil)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.Contains(t, page, "admin.oidc.only")
+	for _, c := range resp.Cookies() {
+		require.NotEqual(t, "callgate_admin", c.Name, "no session")
+	}
+	require.Equal(t, http.StatusOK, e.api(t, http.MethodGet, "/admin/api/stats", operatorToken, "", nil))
+}

@@ -1,0 +1,84 @@
+package console
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"callgate/internal/admin"
+)
+
+// ssoBegin starts a single sign-on: it sets the flow cookie (state, nonce,
+// PKCE verifier) and sends the browser to the provider. Nothing is stored
+// on the server; an unreachable provider is an error on the login page.
+func (h *Console) ssoBegin(c *gin.Context) {
+	next := safeNext(c.Query("next"))
+	authURL, flow, err := h.SSO.Begin(c.Request.Context(), next)
+	if err != nil {
+		h.Log.WarnContext(c.Request.Context(), "admin: single sign-on could not start", "error", err, "remote", admin.ClientAddr(c))
+		msg := "Single sign-on is unavailable: the identity provider cannot be reached. Try again shortly"
+		if h.loginView(next).TokenForm {
+			msg += ", or log in with a token"
+		}
+		h.render(c, http.StatusServiceUnavailable, "login", &view{Title: "Log in", Error: msg + ".", Page: h.loginView(next)})
+		return
+	}
+	h.setFlowCookie(c, flow, int(admin.SSOFlowMaxAge.Seconds()))
+	c.Redirect(http.StatusFound, authURL)
+}
+
+// ssoCallback finishes a sign-in where the provider sends the browser
+// back: the state must match the flow cookie, the code is exchanged with
+// the PKCE verifier, the ID token checked (signature, issuer, audience,
+// expiry, nonce) and the role read from its claims. Any failure is the
+// login page with the reason, and no session.
+func (h *Console) ssoCallback(c *gin.Context) {
+	ctx := c.Request.Context()
+	flow := ""
+	if ck, err := c.Request.Cookie(admin.SSOFlowCookie); err == nil {
+		flow = ck.Value
+	}
+	h.setFlowCookie(c, "", -1) // one use, whatever happens
+	who, next, err := h.SSO.Complete(ctx, c.Request.URL.Query(), flow)
+	var noRole *admin.NoRoleError
+	var failed *admin.SSOError
+	switch {
+	case err == nil:
+		h.openSession(c, who, next)
+	case errors.As(err, &noRole):
+		h.Log.WarnContext(ctx, "admin: single sign-on user has no role", "actor", noRole.Actor,
+			"claim", noRole.Claim, "values", noRole.Values, "remote", admin.ClientAddr(c))
+		h.render(c, http.StatusForbidden, "norole", &view{Title: "No access", Page: noRole})
+	case errors.As(err, &failed):
+		h.Log.WarnContext(ctx, "admin: single sign-on refused", "status", failed.Status, "error", err, "remote", admin.ClientAddr(c))
+		h.render(c, failed.Status, "login", &view{Title: "Log in", Error: failed.Msg, Page: h.loginView("/admin/")})
+	default:
+		h.Log.ErrorContext(ctx, "admin: single sign-on failed", "error", err, "remote", admin.ClientAddr(c))
+		h.render(c, http.StatusBadGateway, "login", &view{Title: "Log in", Error: "Single sign-on failed; start again.", Page: h.loginView("/admin/")})
+	}
+}
+
+// setFlowCookie scopes the flow cookie to the callback. SameSite=Lax: the
+// provider's redirect back is a cross-site navigation, which a Strict
+// cookie would not accompany.
+func (h *Console) setFlowCookie(c *gin.Context, value string, maxAge int) {
+	http.SetCookie(c.Writer, &http.Cookie{
+		Name:     admin.SSOFlowCookie,
+		Value:    value,
+		Path:     admin.SSOFlowPath,
+		MaxAge:   maxAge,
+		HttpOnly: true,
+		SameSite: http.SameSiteLaxMode,
+		Secure:   h.Secure || c.Request.TLS != nil,
+	})
+}
+
+// claimList shows a claim's values on the 403 page.
+func claimList(values []string) string {
+	if len(values) == 0 {
+		return "nothing"
+	}
+	return strings.Join(values, ", ")
+}
