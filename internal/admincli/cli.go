@@ -242,15 +242,14 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 	return nil
 }
 
-// tokenFromEnv takes the secret of CALLGATE_ADMIN_TOKEN: a bare token, or
-// the first "name:secret".
+// tokenFromEnv takes the first token of CALLGATE_ADMIN_TOKEN as it is
+// written there (a bare token, or "name:secret[:role]"), which the API
+// accepts whole: cutting it at the first colon sent "secret:role" for a
+// token with a role, which no token matches.
 func tokenFromEnv() string {
 	v := strings.TrimSpace(os.Getenv(EnvToken))
 	first, _, _ := strings.Cut(v, ",")
-	if _, secret, ok := strings.Cut(first, ":"); ok {
-		return strings.TrimSpace(secret)
-	}
-	return first
+	return strings.TrimSpace(first)
 }
 
 func envOr(k, def string) string {

@@ -18,7 +18,7 @@ import (
 
 func TestReplayCommand(t *testing.T) {
 	cfg := testenv.Config(t, func(c *config.Config) {
-		c.Admin.Token = "cli:cli-token-abcdef123"
+		c.Admin.Token = "cli:cli-token-abcdef123,watch:watch-token-abcdef123:viewer,lead:lead-token-abcdef123:operator"
 		c.Scheduler.Compensation.Interval = 100 * time.Millisecond
 	})
 	st := testenv.Store(t, cfg)
@@ -75,6 +75,17 @@ func TestReplayCommand(t *testing.T) {
 	for _, id := range ids {
 		require.Eventually(t, func() bool { return status(id) == callback.StatusSuccess }, 10*time.Second, 20*time.Millisecond)
 	}
+
+	// Tokens with roles, written as in CALLGATE_ADMIN_TOKEN: a viewer is
+	// refused with the reason, an explicit operator replays.
+	t.Setenv(admincli.EnvToken, "watch:watch-token-abcdef123:viewer")
+	code, _, stderr = run("--id", fmt.Sprint(ids[1]), "--reason", "a viewer tries")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "this needs the operator role; watch is a viewer (HTTP 403)")
+	t.Setenv(admincli.EnvToken, "lead:lead-token-abcdef123:operator")
+	code, out, stderr = run("--id", fmt.Sprint(ids[1]), "--reason", "again, by the lead", "--force")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, fmt.Sprintf("replayed callback %d", ids[1]))
 
 	t.Setenv(admincli.EnvToken, "cli:wrong-token-000000")
 	code, _, stderr = run("--id", fmt.Sprint(ids[1]), "--reason", "x")
