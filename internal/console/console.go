@@ -291,7 +291,11 @@ func (h *Console) login(c *gin.Context) {
 }
 
 // openSession starts who's session, sets its cookie, records the login
-// and goes to next.
+// and goes to next. A single sign-on arrives from the provider's site: a
+// redirect would continue that cross-site navigation, on which the
+// browser withholds the SameSite=Strict session cookie (the person would
+// land on the login page again), so it answers a page that moves on by
+// itself, a navigation this site starts.
 func (h *Console) openSession(c *gin.Context, who admin.Identity, next string) {
 	ctx := c.Request.Context()
 	h.endOldSession(c)
@@ -308,6 +312,10 @@ func (h *Console) openSession(c *gin.Context, who admin.Identity, next string) {
 	}
 	h.Log.InfoContext(ctx, "admin: page login", "actor", who.Actor, "role", who.Role, "via", how, "remote", admin.ClientAddr(c))
 	h.Service.Record(ctx, who.Actor, "login", admin.ClientAddr(c), fmt.Sprintf("%s, role %s", how, who.Role))
+	if who.SSO() {
+		h.render(c, http.StatusOK, "signedin", &view{Title: "Signed in", MoveTo: next, Page: next})
+		return
+	}
 	c.Redirect(http.StatusSeeOther, next)
 }
 

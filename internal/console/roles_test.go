@@ -180,7 +180,9 @@ func TestSSOProviderUnreachableAtStart(t *testing.T) {
 	base := "http://" + ln.Addr().String()
 	cfg := testenv.Config(t, func(c *config.Config) {
 		c.Admin.Token = "ops:" + operatorToken
-		c.Admin.OIDC = config.OIDC{Issuer: "http://" + idpAddr + "/oidc", ClientID: "callgate", ClientSecret: "oidc-test-client-secret-0123",
+		_, port, err := net.SplitHostPort(idpAddr)
+		require.NoError(t, err)
+		c.Admin.OIDC = config.OIDC{Issuer: "http://localhost:" + port + "/oidc", ClientID: "callgate", ClientSecret: "oidc-test-client-secret-0123",
 			RedirectURL: base + "/admin/oidc/callback", Operators: []string{operatorsGroup}}
 	})
 	e := &pageEnv{cfg: cfg, st: testenv.Store(t, cfg)}

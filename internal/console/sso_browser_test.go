@@ -73,6 +73,9 @@ func TestSSOInBrowser(t *testing.T) {
 		e.run(t, chromedp.Navigate(base+"/admin/login"))
 		require.Equal(t, "Sign in with SSO", e.text(t, "#sso"))
 		e.clickAndWait(t, "#sso")
+		require.Contains(t, e.location(t), prov.Issuer+"/authorize?", "at the provider's sign-in page")
+		e.clickAndWait(t, "#idp-continue")
+		e.settle(t)
 	}
 	notSignedIn := func() {
 		t.Helper()
@@ -85,12 +88,8 @@ func TestSSOInBrowser(t *testing.T) {
 		e.clickAndWait(t, "form.logout button")
 		// The logged-out page moves on to the provider's end_session
 		// endpoint, which sends the browser back to the login page.
-		require.Eventually(t, func() bool {
-			ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
-			defer cancel()
-			loc, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.readyState === "complete" ? location.href : ""`))
-			return err == nil && loc == base+"/admin/login?out=1"
-		}, 15*time.Second, 50*time.Millisecond, "back from the provider's logout")
+		e.settle(t)
+		require.Equal(t, base+"/admin/login?out=1", e.location(t), "back from the provider's logout")
 		require.Equal(t, "You are logged out.", e.text(t, ".flash"))
 	}
 
@@ -172,4 +171,17 @@ func TestSSOInBrowser(t *testing.T) {
 		notSignedIn()
 	}
 	e.noCSPViolations(t)
+}
+
+// settle waits until the page has loaded and is not one that moves on by
+// itself (the signed-in and logged-out pages' meta refresh).
+func (e *pageEnv) settle(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+		defer cancel()
+		done, err := chromedp.Run(ctx, chromedp.Evaluate[bool](
+			`document.readyState === "complete" && document.querySelector('meta[http-equiv="refresh"]') === null`))
+		return err == nil && done
+	}, 15*time.Second, 50*time.Millisecond, "the page did not settle")
 }

@@ -39,7 +39,10 @@ type OIDCUser struct {
 }
 
 // StartOIDCProvider builds and starts the provider for client id
-// "callgate"; it is killed when the test ends.
+// "callgate"; it is killed when the test ends. Its issuer is
+// http://localhost:<port>/oidc: another site than a console on
+// 127.0.0.1, as a real provider is (SameSite cookies behave as in
+// production).
 func StartOIDCProvider(t testing.TB) *OIDCProvider { return StartOIDCProviderOn(t, "127.0.0.1:0") }
 
 // StartOIDCProviderOn is StartOIDCProvider listening on addr.
@@ -59,7 +62,7 @@ func StartOIDCProviderOn(t testing.TB, addr string) *OIDCProvider {
 	require.NoError(t, err, "go build ./test/oidcprovider: %s", out)
 
 	p := &OIDCProvider{ClientID: "callgate", ClientSecret: "oidc-test-client-secret-0123"}
-	cmd := exec.Command(bin, "-addr", addr, "-client-id", p.ClientID, "-client-secret", p.ClientSecret)
+	cmd := exec.Command(bin, "-addr", addr, "-issuer-host", "localhost", "-client-id", p.ClientID, "-client-secret", p.ClientSecret)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	var stderr SyncBuffer

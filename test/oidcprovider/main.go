@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"html"
 	"log"
 	"net"
 	"net/http"
@@ -73,6 +74,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "listen address")
 	clientID := flag.String("client-id", "callgate", "the one client's id")
 	clientSecret := flag.String("client-secret", "", "the one client's secret")
+	host := flag.String("issuer-host", "", "host name in the issuer URL instead of the listen address's (e.g. localhost: another site than 127.0.0.1, as a real provider is)")
 	flag.Parse()
 
 	m, err := mockoidc.NewServer(nil)
@@ -93,6 +95,17 @@ func main() {
 	)
 	mux := http.NewServeMux()
 	mux.HandleFunc(mockoidc.AuthorizationEndpoint, func(w http.ResponseWriter, r *http.Request) {
+		// A sign-in page first, as every real provider has: the redirect
+		// back to the client then starts from this site, not the
+		// client's (which decides what SameSite=Strict cookies do).
+		if r.URL.Query().Get("signed_in") != "1" {
+			q := r.URL.Query()
+			q.Set("signed_in", "1")
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = fmt.Fprintf(w, `<!doctype html><title>Sign in</title><p>Test provider</p><a id="idp-continue" href="%s">Continue</a>`,
+				html.EscapeString(r.URL.Path+"?"+q.Encode()))
+			return
+		}
 		mu.Lock()
 		tamper := tamperState
 		tamperState = false
@@ -188,7 +201,12 @@ func main() {
 	})
 	// mockoidc names its issuer after Server.Addr; serve its handlers
 	// from this mux on the listener.
-	m.Server = &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	issuerAddr := ln.Addr().String()
+	if *host != "" {
+		_, port, _ := net.SplitHostPort(issuerAddr)
+		issuerAddr = net.JoinHostPort(*host, port)
+	}
+	m.Server = &http.Server{Addr: issuerAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Printf("issuer %s\n", m.Issuer())
 	log.Fatal(m.Server.Serve(ln))
 }
