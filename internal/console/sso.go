@@ -18,7 +18,7 @@ func (h *Console) ssoBegin(c *gin.Context) {
 	authURL, flow, err := h.SSO.Begin(c.Request.Context(), next)
 	if err != nil {
 		h.Log.WarnContext(c.Request.Context(), "admin: single sign-on could not start", "error", err, "remote", admin.ClientAddr(c))
-		msg := "Single sign-on is unavailable: the identity provider cannot be reached. Try again shortly"
+		msg := "Single sign-on is unavailable: the identity provider cannot be reached (or its discovery document is not valid for this issuer). Try again shortly"
 		if h.loginView(next).TokenForm {
 			msg += ", or log in with a token"
 		}
