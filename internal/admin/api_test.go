@@ -1,10 +1,8 @@
 package admin_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -44,26 +42,7 @@ func setupAPI(t *testing.T, mutate ...func(*config.Config)) *apiEnv {
 // call does an admin API request with the token and decodes the answer.
 func (e *apiEnv) call(t *testing.T, method, path, token string, body any, out any) int {
 	t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		require.NoError(t, err)
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, e.gw.URL+path, r)
-	require.NoError(t, err)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	if out != nil {
-		require.NoError(t, json.Unmarshal(raw, out), "%s", raw)
-	}
-	return resp.StatusCode
+	return testenv.AdminCall(t, e.gw.URL, method, path, token, body, out)
 }
 
 // failedPayment sends a payment for an order that does not exist and

@@ -1,9 +1,7 @@
 package console_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -150,19 +148,11 @@ func TestViewerChangesNothing(t *testing.T) {
 // api calls the admin API with a bearer token and a JSON body.
 func (e *pageEnv) api(t *testing.T, method, path, token, body string, out any) int {
 	t.Helper()
-	req, err := http.NewRequest(method, e.gw.URL+path, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	if out != nil {
-		require.NoError(t, json.Unmarshal(raw, out), "%s", raw)
+	var b any
+	if body != "" {
+		b = body
 	}
-	return resp.StatusCode
+	return testenv.AdminCall(t, e.gw.URL, method, path, token, b, out)
 }
 
 // TestSSOProviderUnreachableAtStart: a gateway whose provider cannot be

@@ -1,12 +1,15 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,4 +99,39 @@ func Logger(t testing.TB, cfg *config.Config) *slog.Logger {
 		w = os.Stderr
 	}
 	return logging.New(logging.Config{Level: "debug", Format: "text"}, w)
+}
+
+// AdminCall does an admin API request with a bearer token (none when
+// empty) and a JSON body (a string is sent as is, anything else
+// marshalled; nil: no body), decodes the answer into out when not nil and
+// returns the status.
+func AdminCall(t testing.TB, baseURL, method, path, token string, body, out any) int {
+	t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = strings.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		require.NoError(t, err)
+		r = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, baseURL+path, r)
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if r != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	if out != nil {
+		require.NoError(t, json.Unmarshal(raw, out), "%s", raw)
+	}
+	return resp.StatusCode
 }
