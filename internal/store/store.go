@@ -375,9 +375,7 @@ func (s *Store) InTxBounded(ctx context.Context, fn func(tx *Tx) error, t *Takeo
 			}
 			return nil
 		})
-		watched := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() {
-			defer close(watched)
+		endOnServer := func() {
 			var row int64
 			if t != nil && t.Row != nil {
 				row = t.Row()
@@ -387,6 +385,11 @@ func (s *Store) InTxBounded(ctx context.Context, fn func(tx *Tx) error, t *Takeo
 				return
 			}
 			s.takeOver(row, id, t)
+		}
+		watched := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			defer close(watched)
+			endOnServer()
 		})
 		// BEGIN on a context that never ends: database/sql rolls a
 		// transaction back the moment its context ends, which would let the
@@ -396,8 +399,15 @@ func (s *Store) InTxBounded(ctx context.Context, fn func(tx *Tx) error, t *Takeo
 			fnErr = fn(&Tx{g: tg.WithContext(ctx)})
 			return fnErr
 		})
-		if !stop() {
+		switch {
+		case !stop():
 			<-watched // ctx ended: the thread is killed, the takeover done
+		case ctx.Err() != nil && txErr != nil:
+			// ctx ended, and the driver, which closes the connection the
+			// moment ctx's channel closes, failed the transaction before
+			// the context package got round to starting the AfterFunc:
+			// stop won the race, and the takeover is ours to do.
+			endOnServer()
 		}
 		if ctx.Err() != nil || (txErr != nil && brokenConn(txErr)) {
 			// The connection may be mid-statement or closed: never back to
