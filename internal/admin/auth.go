@@ -27,6 +27,9 @@ type Token struct {
 	digest [sha256.Size]byte
 }
 
+// maxTokenName bounds a token's name (it is the audit's actor).
+const maxTokenName = 64
+
 // Tokens are the configured admin tokens. Empty means the admin surface is
 // off.
 type Tokens []Token
@@ -57,6 +60,9 @@ func ParseTokens(s string) (Tokens, error) {
 		}
 		if len(secret) < 12 {
 			return nil, fmt.Errorf("admin.token[%d] (%s): secret too short, use at least 12 characters", i, name)
+		}
+		if len(name) > maxTokenName {
+			return nil, fmt.Errorf("admin.token[%d]: name longer than %d characters", i, maxTokenName)
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("admin.token[%d]: duplicate name %q", i, name)
@@ -113,7 +119,9 @@ func (t Tokens) Authenticate(presented string) (Identity, error) {
 }
 
 // identity is who presents the token.
-func (tok Token) identity() Identity { return Identity{Actor: tok.Name, Role: tok.Role} }
+func (tok Token) identity() Identity {
+	return Identity{Kind: KindToken, Actor: tok.Name, Role: tok.Role}
+}
 
 // match returns the token whose secret is presented.
 func (t Tokens) match(presented string) (Token, bool) {

@@ -34,8 +34,11 @@ func (r Role) CanWrite() bool { return r == RoleOperator }
 // jobs record, the role, and for a single sign-on user the ID token's
 // subject, e-mail and name.
 type Identity struct {
+	// Kind is how they got in: KindToken or KindSSO.
+	Kind string
 	// Actor names them in the audit trail: a token's name, or a single
-	// sign-on user's e-mail (else their name, else "sub:" and subject).
+	// sign-on user's verified e-mail (else their user name or name, else
+	// "sub:" and subject).
 	Actor   string
 	Role    Role
 	Subject string
@@ -43,8 +46,14 @@ type Identity struct {
 	Name    string
 }
 
+// The kinds of Identity (and of admin_session rows).
+const (
+	KindToken = "token"
+	KindSSO   = "sso"
+)
+
 // SSO reports whether the identity signed in with single sign-on.
-func (id Identity) SSO() bool { return id.Subject != "" }
+func (id Identity) SSO() bool { return id.Kind == KindSSO }
 
 // CtxIdentity is the gin context key of the request's Identity.
 const CtxIdentity = "callgate.admin.identity"

@@ -84,6 +84,9 @@ func (id SessionID) CSRF() string {
 type Session struct {
 	ID SessionID
 	Identity
+	// IDToken is the ID token a single sign-on session was opened with
+	// (the provider's logout takes it as id_token_hint).
+	IDToken string
 }
 
 // SessionLifetime is how long a session opened by id lives: a token's
@@ -95,24 +98,32 @@ func (h *Handler) SessionLifetime(id Identity) time.Duration {
 	return SessionMaxAge
 }
 
-// StartSession opens a session for who (who just presented their token or
-// signed in), purging a batch of expired sessions on the way.
-func (h *Handler) StartSession(ctx context.Context, who Identity) (SessionID, error) {
+// StartSession opens a session for who (who just presented their token,
+// or signed in with idToken), purging a batch of expired sessions on the
+// way.
+func (h *Handler) StartSession(ctx context.Context, who Identity, idToken string) (SessionID, error) {
 	id, err := newSessionID()
 	if err != nil {
 		return id, err
 	}
 	now := time.Now().UTC()
-	row := &store.AdminSession{IDHash: id.hash(), Actor: who.Actor, Role: string(who.Role),
+	row := &store.AdminSession{IDHash: id.hash(), Actor: who.Actor, Kind: who.Kind, Role: string(who.Role),
 		CreatedAt: now, ExpiresAt: now.Add(h.SessionLifetime(who))}
-	if who.SSO() {
-		row.Subject, row.Email, row.DisplayName = &who.Subject, nullable(who.Email), nullable(who.Name)
-	} else {
+	switch who.Kind {
+	case KindSSO:
+		if h.SSO == nil || who.Subject == "" {
+			return id, errors.New("error starting session: single sign-on without a subject or not configured")
+		}
+		row.TokenMAC = h.SSO.sessionMAC(id)
+		row.Subject, row.Email, row.DisplayName, row.IDToken = &who.Subject, nullable(who.Email), nullable(who.Name), nullable(idToken)
+	case KindToken:
 		mac, ok := h.Tokens.sessionMAC(who.Actor, id)
 		if !ok {
 			return id, fmt.Errorf("error starting session: no token named %q", who.Actor)
 		}
 		row.TokenMAC = mac
+	default:
+		return id, fmt.Errorf("error starting session: unknown kind %q", who.Kind)
 	}
 	if err := h.Service.Store.CreateSession(ctx, row); err != nil {
 		return id, err
@@ -161,25 +172,28 @@ func (h *Handler) CheckSession(ctx context.Context, cookie string) (*Session, er
 		}
 		return nil, ErrNoSession
 	}
-	if row.TokenMAC == nil {
+	switch row.Kind {
+	case KindSSO:
 		// A single sign-on session keeps the role it was given at sign-in
 		// (a user moved out of the operators' group loses it at the next
-		// one, and max_session bounds the wait); it ends when single
-		// sign-on is switched off.
+		// one; max_session bounds the wait); it ends when single sign-on
+		// is switched off or its provider or role mapping changes.
 		role, err := ParseRole(row.Role)
-		if h.SSO == nil || row.Subject == nil || err != nil {
+		if h.SSO == nil || row.Subject == nil || *row.Subject == "" || err != nil || !hmac.Equal(h.SSO.sessionMAC(id), row.TokenMAC) {
 			return nil, ErrNoSession
 		}
-		return &Session{ID: id, Identity: Identity{Actor: row.Actor, Role: role, Subject: *row.Subject,
-			Email: deref(row.Email), Name: deref(row.DisplayName)}}, nil
+		return &Session{ID: id, IDToken: deref(row.IDToken), Identity: Identity{Kind: KindSSO, Actor: row.Actor, Role: role,
+			Subject: *row.Subject, Email: deref(row.Email), Name: deref(row.DisplayName)}}, nil
+	case KindToken:
+		want, ok := h.Tokens.sessionMAC(row.Actor, id)
+		if !ok || !hmac.Equal(want, row.TokenMAC) {
+			return nil, ErrNoSession // the token that opened it was rotated or removed
+		}
+		// A token's session has the token's role as configured now.
+		tok, _ := h.Tokens.named(row.Actor)
+		return &Session{ID: id, Identity: tok.identity()}, nil
 	}
-	want, ok := h.Tokens.sessionMAC(row.Actor, id)
-	if !ok || !hmac.Equal(want, row.TokenMAC) {
-		return nil, ErrNoSession // the token that opened it was rotated or removed
-	}
-	// A token's session has the token's role as configured now.
-	tok, _ := h.Tokens.named(row.Actor)
-	return &Session{ID: id, Identity: tok.identity()}, nil
+	return nil, ErrNoSession
 }
 
 // EndSession ends a session; ending one that is already gone is fine.

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -118,6 +119,24 @@ func NewSSO(cfg SSOConfig, log *slog.Logger) *SSO {
 	return &SSO{cfg: cfg, log: log, client: &http.Client{Timeout: ssoHTTPTimeout}, flowKey: m.Sum(nil)}
 }
 
+// sessionMAC binds a single sign-on session to the provider and the role
+// mapping it was opened under: an HMAC keyed by the session id over their
+// digest. Another issuer, client, roles claim or group list ends the
+// sessions, as rotating a token ends its own.
+func (s *SSO) sessionMAC(id SessionID) []byte {
+	ops, views := slices.Clone(s.cfg.Operators), slices.Clone(s.cfg.Viewers)
+	slices.Sort(ops)
+	slices.Sort(views)
+	d := sha256.New()
+	for _, part := range []string{s.cfg.Issuer, s.cfg.ClientID, s.cfg.RolesClaim, strings.Join(ops, "\x00"), strings.Join(views, "\x00")} {
+		d.Write([]byte(part))
+		d.Write([]byte{0xff})
+	}
+	m := hmac.New(sha256.New, id[:])
+	m.Write(d.Sum(nil))
+	return m.Sum(nil)
+}
+
 // Only reports admin.oidc.only: no token form on the login page.
 func (s *SSO) Only() bool { return s.cfg.Only }
 
@@ -171,6 +190,11 @@ func (s *SSO) discover(ctx context.Context, force bool) (*ssoProvider, error) {
 	if s.found != nil {
 		defer s.mu.Unlock()
 		return s.found, nil
+	}
+	// Those who waited for the attempt just made share its outcome.
+	if !force && time.Since(s.lastTry) < ssoRediscoverEvery && s.lastErr != nil {
+		defer s.mu.Unlock()
+		return nil, s.lastErr
 	}
 	s.mu.Unlock()
 
@@ -347,71 +371,89 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// SignIn is a finished sign-in: who, the page to go to, and the raw ID
+// token (kept for the provider's logout).
+type SignIn struct {
+	Who     Identity
+	Next    string
+	IDToken string
+}
+
 // Complete finishes a sign-in from the provider's redirect (its query)
-// and the flow cookie: the identity to open a session for and the page to
-// go to. Any failure is an *SSOError or a *NoRoleError, and no session.
-func (s *SSO) Complete(ctx context.Context, q url.Values, flowCookie string) (Identity, string, error) {
+// and the flow cookie. Any failure is an *SSOError or a *NoRoleError, and
+// no session.
+func (s *SSO) Complete(ctx context.Context, q url.Values, flowCookie string) (SignIn, error) {
+	who, next, raw, err := s.complete(ctx, q, flowCookie)
+	return SignIn{Who: who, Next: next, IDToken: raw}, err
+}
+
+func (s *SSO) complete(ctx context.Context, q url.Values, flowCookie string) (Identity, string, string, error) {
 	code, state, err := parseCallback(q)
 	if err != nil {
-		return Identity{}, "", err
+		return Identity{}, "", "", err
 	}
 	f, ok := s.decodeFlow(flowCookie, time.Now())
 	if !ok || !hmac.Equal([]byte(state), []byte(f.State)) {
-		return Identity{}, "", errBadState
+		return Identity{}, "", "", errBadState
 	}
 	p, err := s.discover(ctx, false)
 	if err != nil {
-		return Identity{}, "", &SSOError{Status: http.StatusServiceUnavailable,
+		return Identity{}, "", "", &SSOError{Status: http.StatusServiceUnavailable,
 			Msg: "The single sign-on provider cannot be reached; try again shortly or sign in with a token.", Err: err}
 	}
 	ctx = oidc.ClientContext(ctx, s.client)
 	tok, err := p.oauth.Exchange(ctx, code, oauth2.VerifierOption(f.Verifier))
 	if err != nil {
-		return Identity{}, "", &SSOError{Status: http.StatusBadGateway,
+		return Identity{}, "", "", &SSOError{Status: http.StatusBadGateway,
 			Msg: "The identity provider did not exchange the sign-in code for tokens; start again from the login page.", Err: err}
 	}
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
-		return Identity{}, "", &SSOError{Status: http.StatusBadGateway,
+		return Identity{}, "", "", &SSOError{Status: http.StatusBadGateway,
 			Msg: "The identity provider's answer carried no ID token; check that the client is an OpenID Connect client with the openid scope."}
 	}
 	idt, err := p.verifier.Verify(ctx, raw)
 	if err != nil {
-		return Identity{}, "", &SSOError{Status: http.StatusUnauthorized,
+		return Identity{}, "", "", &SSOError{Status: http.StatusUnauthorized,
 			Msg: "The identity provider's ID token was refused (signature, issuer, audience or expiry); no session was opened.", Err: err}
 	}
 	if !hmac.Equal([]byte(idt.Nonce), []byte(f.Nonce)) {
-		return Identity{}, "", &SSOError{Status: http.StatusUnauthorized,
+		return Identity{}, "", "", &SSOError{Status: http.StatusUnauthorized,
 			Msg: "The ID token does not belong to this sign-in (its nonce differs); start again from the login page."}
 	}
 	var claims map[string]any
 	if err := idt.Claims(&claims); err != nil {
-		return Identity{}, "", &SSOError{Status: http.StatusBadGateway, Msg: "The ID token's claims could not be read.", Err: err}
+		return Identity{}, "", "", &SSOError{Status: http.StatusBadGateway, Msg: "The ID token's claims could not be read.", Err: err}
 	}
 	who, err := s.identify(idt.Subject, claims)
 	if err != nil {
-		return Identity{}, "", err
+		return Identity{}, "", "", err
 	}
-	return who, f.Next, nil
+	return who, f.Next, raw, nil
 }
 
 // identify makes the identity and role of an ID token's claims.
 func (s *SSO) identify(subject string, claims map[string]any) (Identity, error) {
+	if subject == "" || len(subject) > maxActor {
+		return Identity{}, &SSOError{Status: http.StatusBadGateway,
+			Msg: "The identity provider's ID token names no subject (sub), or one too long; no session was opened."}
+	}
 	str := func(k string) string { v, _ := claims[k].(string); return clip(v, maxActor) }
-	who := Identity{Subject: clip(subject, maxActor), Email: str("email"), Name: str("name")}
+	who := Identity{Kind: KindSSO, Subject: subject, Email: str("email"), Name: str("name")}
+	verified := emailVerified(claims)
 	switch {
-	case who.Email != "":
+	case who.Email != "" && verified:
 		who.Actor = who.Email
 	case str("preferred_username") != "":
 		who.Actor = str("preferred_username")
 	case who.Name != "":
 		who.Actor = who.Name
 	default:
-		who.Actor = clip("sub:"+who.Subject, maxActor)
+		who.Actor = clip("sub:"+subject, maxActor)
 	}
 	values := claimValues(claims, s.cfg.RolesClaim)
-	if s.cfg.RolesClaim == "email" && claims["email_verified"] == false {
-		values = nil // an unverified address grants nothing
+	if s.cfg.RolesClaim == "email" && !verified {
+		values = nil // an address the provider did not verify grants nothing
 	}
 	switch {
 	case anyIn(values, s.cfg.Operators):
@@ -424,16 +466,33 @@ func (s *SSO) identify(subject string, claims map[string]any) (Identity, error) 
 	return who, nil
 }
 
-// claimValues reads the claim at a dotted path as a list of strings: a
+// emailVerified reads email_verified as true or "true" (some providers
+// send a string); absent or anything else is not verified.
+func emailVerified(claims map[string]any) bool {
+	switch v := claims["email_verified"].(type) {
+	case bool:
+		return v
+	case string:
+		return v == "true"
+	}
+	return false
+}
+
+// claimValues reads the claim named path, or else the one at path as a
+// dotted path into objects (realm_access.roles), as a list of strings: a
 // string is one value, an array its string elements.
 func claimValues(claims map[string]any, path string) []string {
-	var v any = claims
-	for _, k := range strings.Split(path, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil
+	v, ok := claims[path] // a name with dots of its own (https://example.com/roles)
+	if !ok {
+		var cur any = claims
+		for _, k := range strings.Split(path, ".") {
+			m, isMap := cur.(map[string]any)
+			if !isMap {
+				return nil
+			}
+			cur = m[k]
 		}
-		v = m[k]
+		v = cur
 	}
 	switch v := v.(type) {
 	case string:
@@ -463,13 +522,12 @@ func anyIn(values, allowed []string) bool {
 
 // LogoutURL is where the browser goes after callgate ended a single
 // sign-on session: the provider's end_session_endpoint (RP-initiated
-// logout) with client_id and postLogout, or "" when the provider
-// advertises none.
-func (s *SSO) LogoutURL(postLogout string) string {
-	s.mu.Lock()
-	p := s.found
-	s.mu.Unlock()
-	if p == nil || p.endSession == "" {
+// logout) with id_token_hint (when the session kept the ID token),
+// client_id and postLogout, or "" when the provider advertises none or
+// cannot be reached.
+func (s *SSO) LogoutURL(ctx context.Context, idToken, postLogout string) string {
+	p, err := s.discover(ctx, false)
+	if err != nil || p.endSession == "" {
 		return ""
 	}
 	u, err := url.Parse(p.endSession)
@@ -477,6 +535,9 @@ func (s *SSO) LogoutURL(postLogout string) string {
 		return ""
 	}
 	q := u.Query()
+	if idToken != "" {
+		q.Set("id_token_hint", idToken)
+	}
 	q.Set("client_id", s.cfg.ClientID)
 	q.Set("post_logout_redirect_uri", postLogout)
 	u.RawQuery = q.Encode()

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,9 +121,22 @@ func TestDecodeFlowRefuses(t *testing.T) {
 // grants nothing, and the 403 names the claim and its values.
 func TestIdentifyRoles(t *testing.T) {
 	s := testSSO()
-	who, err := s.identify("sub-1", map[string]any{"email": "a@example.com", "groups": []any{"staff", "ops"}})
+	who, err := s.identify("sub-1", map[string]any{"email": "a@example.com", "email_verified": true, "groups": []any{"staff", "ops"}})
 	require.NoError(t, err)
-	require.Equal(t, Identity{Actor: "a@example.com", Role: RoleOperator, Subject: "sub-1", Email: "a@example.com"}, who)
+	require.Equal(t, Identity{Kind: KindSSO, Actor: "a@example.com", Role: RoleOperator, Subject: "sub-1", Email: "a@example.com"}, who)
+	// An address the provider did not verify does not name anyone in the
+	// audit: the user name, the name or the subject does.
+	for actor, claims := range map[string]map[string]any{
+		"a@example.com": {"email": "a@example.com", "email_verified": "true"},
+		"sub:sub-1":     {"email": "a@example.com", "email_verified": "false"},
+		"ann":           {"email": "a@example.com", "preferred_username": "ann"},
+		"Ann Example":   {"email": "a@example.com", "email_verified": false, "name": "Ann Example"},
+	} {
+		claims["groups"] = []any{"ops"}
+		who, err := s.identify("sub-1", claims)
+		require.NoError(t, err)
+		require.Equal(t, actor, who.Actor, "%v", claims)
+	}
 	who, err = s.identify("sub-2", map[string]any{"preferred_username": "bee", "groups": "staff"})
 	require.NoError(t, err)
 	require.Equal(t, RoleViewer, who.Role)
@@ -136,9 +152,20 @@ func TestIdentifyRoles(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, RoleOperator, who.Role)
 
+	urlClaim := NewSSO(SSOConfig{RolesClaim: "https://example.com/roles", Operators: []string{"ops"}}, slog.New(slog.DiscardHandler))
+	who, err = urlClaim.identify("sub-4", map[string]any{"https://example.com/roles": []any{"ops"}})
+	require.NoError(t, err, "a claim name with dots of its own")
+	require.Equal(t, RoleOperator, who.Role)
+
 	byEmail := NewSSO(SSOConfig{RolesClaim: "email", Viewers: []string{"v@example.com"}}, slog.New(slog.DiscardHandler))
-	_, err = byEmail.identify("sub-5", map[string]any{"email": "v@example.com", "email_verified": false})
-	require.ErrorAs(t, err, &noRole, "an unverified address grants nothing")
+	for _, unverified := range []map[string]any{
+		{"email": "v@example.com", "email_verified": false},
+		{"email": "v@example.com", "email_verified": "false"},
+		{"email": "v@example.com"},
+	} {
+		_, err = byEmail.identify("sub-5", unverified)
+		require.ErrorAs(t, err, &noRole, "an unverified address grants nothing: %v", unverified)
+	}
 	who, err = byEmail.identify("sub-5", map[string]any{"email": "v@example.com", "email_verified": true})
 	require.NoError(t, err)
 	require.Equal(t, RoleViewer, who.Role)
@@ -153,4 +180,42 @@ func TestParseCallbackProviderError(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, se.Status)
 	require.Contains(t, se.Msg, "refused the sign-in: access_denied (")
 	require.LessOrEqual(t, len(se.Msg), 600)
+}
+
+// TestIdentifyNeedsASubject: an ID token without sub opens no session
+// (an identity without one could otherwise pass for a token's).
+func TestIdentifyNeedsASubject(t *testing.T) {
+	_, err := testSSO().identify("", map[string]any{"email": "a@example.com", "email_verified": true, "groups": []any{"ops"}})
+	var se *SSOError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, http.StatusBadGateway, se.Status)
+}
+
+// TestDiscoveryAttemptsAreBounded: while the provider fails, a crowd of
+// unauthenticated sign-in starts makes one discovery call, not one each,
+// and every one of them gets the outage as its answer.
+func TestDiscoveryAttemptsAreBounded(t *testing.T) {
+	var calls atomic.Int32
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		time.Sleep(50 * time.Millisecond)
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer idp.Close()
+	s := NewSSO(SSOConfig{Issuer: idp.URL, ClientID: "callgate", ClientSecret: "client-secret-0123456789",
+		RedirectURL: "https://cg.example.com/admin/oidc/callback", Viewers: []string{"v"}}, slog.New(slog.DiscardHandler))
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for range 20 {
+		wg.Go(func() {
+			_, _, err := s.Begin(t.Context(), "/admin/")
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.ErrorIs(t, err, ErrSSOUnavailable)
+	}
+	require.Equal(t, int32(1), calls.Load())
 }

@@ -332,18 +332,18 @@ func TestOIDCValidated(t *testing.T) {
 	t.Setenv("T_SHIP_SECRET", "s3cret")
 	for yaml, want := range map[string]string{
 		`{client_id: x}`: "admin.oidc.issuer: required",
-		`{issuer: "http://idp.example.com", client_id: c, client_secret: s, redirect_url: "https://cg.example.com/admin/oidc/callback", operators: [o]}`:                  "admin.oidc.issuer: want https",
-		`{issuer: "https://idp.example.com", client_secret: s, redirect_url: "https://cg.example.com/admin/oidc/callback", operators: [o]}`:                               "admin.oidc.client_id: required",
-		`{issuer: "https://idp.example.com", client_id: c, redirect_url: "https://cg.example.com/admin/oidc/callback", operators: [o]}`:                                   "admin.oidc.client_secret: required",
-		`{issuer: "https://idp.example.com", client_id: c, client_secret: s, redirect_url: "https://cg.example.com/callback", operators: [o]}`:                            "admin.oidc.redirect_url: its path must be /admin/oidc/callback",
-		`{issuer: "https://idp.example.com", client_id: c, client_secret: s, redirect_url: "https://cg.example.com/admin/oidc/callback"}`:                                 "admin.oidc.operators: list the claim values",
-		`{issuer: "https://idp.example.com", client_id: c, client_secret: s, redirect_url: "https://cg.example.com/admin/oidc/callback", viewers: [v], max_session: 10s}`: "admin.oidc.max_session",
-		`{issuer: "https://idp.example.com", client_id: c, client_secret: s, redirect_url: "https://cg.example.com/admin/oidc/callback", viewers: [v], scopes: [email]}`:  "admin.oidc.scopes: must include openid",
+		`{issuer: "http://idp.example.com", client_id: c, client_secret: s3cret-0123456789ab, redirect_url: "https://cg.example.com/admin/oidc/callback", operators: [o]}`:                  "admin.oidc.issuer: want https",
+		`{issuer: "https://idp.example.com", client_secret: s3cret-0123456789ab, redirect_url: "https://cg.example.com/admin/oidc/callback", operators: [o]}`:                               "admin.oidc.client_id: required",
+		`{issuer: "https://idp.example.com", client_id: c, redirect_url: "https://cg.example.com/admin/oidc/callback", operators: [o]}`:                                                     "admin.oidc.client_secret: required",
+		`{issuer: "https://idp.example.com", client_id: c, client_secret: s3cret-0123456789ab, redirect_url: "https://cg.example.com/callback", operators: [o]}`:                            "admin.oidc.redirect_url: its path must be /admin/oidc/callback",
+		`{issuer: "https://idp.example.com", client_id: c, client_secret: s3cret-0123456789ab, redirect_url: "https://cg.example.com/admin/oidc/callback"}`:                                 "admin.oidc.operators: list the claim values",
+		`{issuer: "https://idp.example.com", client_id: c, client_secret: s3cret-0123456789ab, redirect_url: "https://cg.example.com/admin/oidc/callback", viewers: [v], max_session: 10s}`: "admin.oidc.max_session",
+		`{issuer: "https://idp.example.com", client_id: c, client_secret: s3cret-0123456789ab, redirect_url: "https://cg.example.com/admin/oidc/callback", viewers: [v], scopes: [email]}`:  "admin.oidc.scopes: must include openid",
 	} {
 		_, err := config.Parse([]byte("admin: {oidc: "+yaml+"}\n"+valid), kinds)
 		require.ErrorContains(t, err, want, yaml)
 	}
-	cfg, err := config.Parse([]byte(`admin: {oidc: {issuer: "http://127.0.0.1:5556/dex", client_id: c, client_secret: s, redirect_url: "http://localhost:8080/admin/oidc/callback", viewers: [v]}}`+"\n"+valid), kinds)
+	cfg, err := config.Parse([]byte(`admin: {oidc: {issuer: "http://127.0.0.1:5556/dex", client_id: c, client_secret: s3cret-0123456789ab, redirect_url: "http://localhost:8080/admin/oidc/callback", viewers: [v]}}`+"\n"+valid), kinds)
 	require.NoError(t, err, "plain http to a loopback provider and console (development)")
 	require.Equal(t, "http://127.0.0.1:5556/dex", cfg.Admin.OIDC.Issuer)
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -96,14 +97,22 @@ func prefixErrors(prefix string, err error) error {
 	return fmt.Errorf("%s%w", prefix, err)
 }
 
-// oidcCallbackPath is the path admin.oidc.redirect_url must have (the
-// console serves the provider's redirect there).
-const oidcCallbackPath = "/admin/oidc/callback"
+const (
+	// oidcCallbackPath is the path admin.oidc.redirect_url must have (the
+	// console serves the provider's redirect there).
+	oidcCallbackPath = "/admin/oidc/callback"
+	// oidcMinSecret is the shortest admin.oidc.client_secret accepted.
+	oidcMinSecret = 16
+	// oidcMaxSession is the longest admin.oidc.max_session: a role
+	// removed at the provider must not live on for weeks.
+	oidcMaxSession = 7 * 24 * time.Hour
+)
 
 func (o OIDC) validate() error {
 	var errs []error
 	if o.Issuer == "" {
-		if o.ClientID != "" || o.ClientSecret != "" || o.RedirectURL != "" || len(o.Operators)+len(o.Viewers) > 0 || o.Only {
+		if o.ClientID != "" || o.ClientSecret != "" || o.RedirectURL != "" || len(o.Operators)+len(o.Viewers) > 0 || o.Only ||
+			o.RolesClaim != "" || o.MaxSession != 0 || len(o.Scopes) > 0 {
 			errs = append(errs, errors.New("issuer: required when any other admin.oidc setting is set (CALLGATE_OIDC_ISSUER)"))
 		}
 		return errors.Join(errs...)
@@ -114,19 +123,28 @@ func (o OIDC) validate() error {
 	if o.ClientID == "" {
 		errs = append(errs, errors.New("client_id: required with an issuer (CALLGATE_OIDC_CLIENT_ID)"))
 	}
-	if o.ClientSecret == "" {
-		errs = append(errs, errors.New("client_secret: required with an issuer: callgate is a confidential client (CALLGATE_OIDC_CLIENT_SECRET or _FILE)"))
+	if len(o.ClientSecret) < oidcMinSecret {
+		// It also keys the MAC of the sign-in's flow cookie, which anyone
+		// can get: a short secret could be guessed offline from one.
+		errs = append(errs, fmt.Errorf("client_secret: required with an issuer, at least %d characters (the provider's generated secret): callgate is a confidential client (CALLGATE_OIDC_CLIENT_SECRET or _FILE)", oidcMinSecret))
 	}
 	if err := httpURL(o.RedirectURL); err != nil {
 		errs = append(errs, fmt.Errorf("redirect_url: %w (CALLGATE_OIDC_REDIRECT_URL)", err))
 	} else if u, _ := url.Parse(o.RedirectURL); u.Path != oidcCallbackPath || u.RawQuery != "" || u.Fragment != "" {
 		errs = append(errs, fmt.Errorf("redirect_url: its path must be %s, with no query, got %q", oidcCallbackPath, o.RedirectURL))
 	}
+	for field, list := range map[string][]string{"operators": o.Operators, "viewers": o.Viewers} {
+		for i, v := range list {
+			if strings.TrimSpace(v) != v || v == "" {
+				errs = append(errs, fmt.Errorf("%s[%d]: %q: a claim value without blanks around it", field, i, v))
+			}
+		}
+	}
 	if len(o.Operators)+len(o.Viewers) == 0 {
 		errs = append(errs, errors.New("operators: list the claim values (groups) of the operators and/or viewers, or nobody can sign in (CALLGATE_OIDC_OPERATORS, CALLGATE_OIDC_VIEWERS)"))
 	}
-	if o.MaxSession < 0 || (o.MaxSession > 0 && o.MaxSession < time.Minute) {
-		errs = append(errs, fmt.Errorf("max_session: want at least 1m (default 8h), got %s", o.MaxSession))
+	if o.MaxSession < 0 || (o.MaxSession > 0 && o.MaxSession < time.Minute) || o.MaxSession > oidcMaxSession {
+		errs = append(errs, fmt.Errorf("max_session: want 1m to %s (default 8h), got %s", oidcMaxSession, o.MaxSession))
 	}
 	if len(o.Scopes) > 0 && !slices.Contains(o.Scopes, "openid") {
 		errs = append(errs, errors.New("scopes: must include openid"))

@@ -287,7 +287,7 @@ func (h *Console) login(c *gin.Context) {
 			Error: "That token is not valid. Use an admin token (CALLGATE_ADMIN_TOKEN).", Page: h.loginView(next)})
 		return
 	}
-	h.openSession(c, who, next)
+	h.openSession(c, who, next, "")
 }
 
 // openSession starts who's session, sets its cookie, records the login
@@ -296,10 +296,10 @@ func (h *Console) login(c *gin.Context) {
 // browser withholds the SameSite=Strict session cookie (the person would
 // land on the login page again), so it answers a page that moves on by
 // itself, a navigation this site starts.
-func (h *Console) openSession(c *gin.Context, who admin.Identity, next string) {
+func (h *Console) openSession(c *gin.Context, who admin.Identity, next, idToken string) {
 	ctx := c.Request.Context()
 	h.endOldSession(c)
-	id, err := h.StartSession(ctx, who)
+	id, err := h.StartSession(ctx, who, idToken)
 	if err != nil {
 		h.Log.ErrorContext(ctx, "admin: could not start a page session", "actor", who.Actor, "error", err)
 		h.renderError(c, http.StatusServiceUnavailable, "Storage is temporarily unavailable, please retry.")
@@ -350,7 +350,7 @@ func (h *Console) logout(c *gin.Context) {
 		// logout); it sends the browser back to the login page.
 		// A page that moves on by itself rather than a redirect: the CSP's
 		// form-action 'self' forbids a form's redirect to another origin.
-		if u := h.SSO.LogoutURL(h.SSO.PostLogoutURL()); u != "" {
+		if u := h.SSO.LogoutURL(c.Request.Context(), sess.IDToken, h.SSO.PostLogoutURL()); u != "" {
 			h.render(c, http.StatusOK, "loggedout", &view{Title: "Logged out", MoveTo: u, Page: u})
 			return
 		}

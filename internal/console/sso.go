@@ -41,12 +41,21 @@ func (h *Console) ssoCallback(c *gin.Context) {
 		flow = ck.Value
 	}
 	h.setFlowCookie(c, "", -1) // one use, whatever happens
-	who, next, err := h.SSO.Complete(ctx, c.Request.URL.Query(), flow)
+	// A flow cookie costs nothing to get, so each forged callback could
+	// cost a call to the provider's token endpoint: failures count
+	// against the client's address like failed logins.
+	if h.pageTooManyFailures(c) {
+		return
+	}
+	in, err := h.SSO.Complete(ctx, c.Request.URL.Query(), flow)
 	var noRole *admin.NoRoleError
 	var failed *admin.SSOError
+	if err != nil && (!errors.As(err, &failed) || failed.Status != http.StatusServiceUnavailable) {
+		h.Limiter().Fail(admin.ClientAddr(c))
+	}
 	switch {
 	case err == nil:
-		h.openSession(c, who, next)
+		h.openSession(c, in.Who, in.Next, in.IDToken)
 	case errors.As(err, &noRole):
 		h.Log.WarnContext(ctx, "admin: single sign-on user has no role", "actor", noRole.Actor,
 			"claim", noRole.Claim, "values", noRole.Values, "remote", admin.ClientAddr(c))

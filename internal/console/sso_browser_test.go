@@ -29,9 +29,9 @@ const (
 // operator replays and the audit and the callback's page name them; a
 // user removed from the operators' group is a viewer at the next sign-in;
 // logout ends the provider's session too; a user in no group gets the 403
-// page naming the claim; a wrong audience, an expired ID token, an altered
-// state and a token endpoint answering nonsense are each refused with a
-// reason and open no session.
+// page naming the claim; a wrong audience, an expired ID token, another
+// sign-in's nonce, an altered state and a token endpoint answering
+// nonsense are each refused with a reason and open no session.
 func TestSSOInBrowser(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skipf("\n\n*** SKIPPING THE SINGLE SIGN-ON BROWSER TEST: %s not found (%v).\n"+
@@ -160,6 +160,7 @@ func TestSSOInBrowser(t *testing.T) {
 	}{
 		{"wrong audience", "ID token was refused", http.StatusUnauthorized, func(u *testenv.OIDCUser) { u.Audience = "another-client" }},
 		{"expired ID token", "ID token was refused", http.StatusUnauthorized, func(u *testenv.OIDCUser) { u.Expired = true }},
+		{"another sign-in's nonce", "its nonce differs", http.StatusUnauthorized, func(u *testenv.OIDCUser) { u.Nonce = "replayed-nonce" }},
 		{"altered state", "does not match one started here", http.StatusBadRequest, func(*testenv.OIDCUser) { prov.TamperState(t) }},
 		{"nonsense token answer", "did not exchange the sign-in code", http.StatusBadGateway, func(*testenv.OIDCUser) { prov.NonsenseToken(t) }},
 	} {

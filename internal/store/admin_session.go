@@ -11,17 +11,20 @@ import (
 type AdminSession struct {
 	IDHash []byte `gorm:"column:id_hash;primaryKey"`
 	Actor  string `gorm:"column:actor"`
-	// TokenMAC binds a token's session to the token; nil for a single
-	// sign-on session.
+	// Kind is how the session was opened: "token" or "sso".
+	Kind string `gorm:"column:kind"`
+	// TokenMAC binds a token's session to the token, a single sign-on
+	// session to the provider and role mapping it was opened under.
 	TokenMAC []byte `gorm:"column:token_mac"`
 	// Role is the role given at sign-in (a token's session takes its
 	// token's role as configured now instead).
 	Role string `gorm:"column:role"`
-	// Subject, Email and DisplayName are the ID token's sub, email and
-	// name claims (single sign-on only).
+	// Subject, Email, DisplayName and IDToken are the ID token's sub,
+	// email and name claims and the token itself (single sign-on only).
 	Subject     *string   `gorm:"column:subject"`
 	Email       *string   `gorm:"column:email"`
 	DisplayName *string   `gorm:"column:display_name"`
+	IDToken     *string   `gorm:"column:id_token"`
 	CreatedAt   time.Time `gorm:"column:created_at"`
 	ExpiresAt   time.Time `gorm:"column:expires_at"`
 }

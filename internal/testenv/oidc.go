@@ -36,6 +36,11 @@ type OIDCUser struct {
 	Groups   []string `json:"groups"`
 	Audience string   `json:"audience,omitempty"`
 	Expired  bool     `json:"expired,omitempty"`
+	// Nonce, when set, replaces the nonce the client sent.
+	Nonce string `json:"nonce,omitempty"`
+	// EmailUnverified sends email_verified false (else true with an
+	// e-mail).
+	EmailUnverified bool `json:"email_unverified,omitempty"`
 }
 
 // StartOIDCProvider builds and starts the provider for client id

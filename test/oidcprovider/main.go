@@ -39,6 +39,11 @@ type NextUser struct {
 	Audience string `json:"audience"`
 	// Expired issues an ID token that expired an hour ago.
 	Expired bool `json:"expired"`
+	// Nonce, when set, replaces the nonce the client sent.
+	Nonce string `json:"nonce"`
+	// EmailUnverified sends email_verified false (else true with an
+	// e-mail).
+	EmailUnverified bool `json:"email_unverified"`
 }
 
 // user is a mockoidc.User whose claims the control endpoint chose.
@@ -52,14 +57,18 @@ func (u *user) Userinfo([]string) ([]byte, error) {
 
 type claims struct {
 	*mockoidc.IDTokenClaims
-	Email  string   `json:"email,omitempty"`
-	Name   string   `json:"name,omitempty"`
-	Groups []string `json:"groups"`
+	Email         string   `json:"email,omitempty"`
+	EmailVerified *bool    `json:"email_verified,omitempty"`
+	Name          string   `json:"name,omitempty"`
+	Groups        []string `json:"groups"`
 }
 
 func (u *user) Claims(_ []string, base *mockoidc.IDTokenClaims) (jwt.Claims, error) {
 	if u.Audience != "" {
 		base.Audience = jwt.ClaimStrings{u.Audience}
+	}
+	if u.Nonce != "" {
+		base.Nonce = u.Nonce
 	}
 	if u.Expired {
 		now := time.Now()
@@ -67,7 +76,12 @@ func (u *user) Claims(_ []string, base *mockoidc.IDTokenClaims) (jwt.Claims, err
 		base.NotBefore = base.IssuedAt
 		base.ExpiresAt = jwt.NewNumericDate(now.Add(-time.Hour))
 	}
-	return &claims{IDTokenClaims: base, Email: u.Email, Name: u.Name, Groups: u.Groups}, nil
+	c := &claims{IDTokenClaims: base, Email: u.Email, Name: u.Name, Groups: u.Groups}
+	if u.Email != "" {
+		verified := !u.EmailUnverified
+		c.EmailVerified = &verified
+	}
+	return c, nil
 }
 
 func main() {
