@@ -53,7 +53,7 @@ func TestTokensAuthenticate(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, admin.Identity{Actor: tc.want, Role: tc.role}, got)
+			require.Equal(t, admin.Identity{Kind: admin.KindToken, Actor: tc.want, Role: tc.role}, got)
 		})
 	}
 }
