@@ -33,8 +33,12 @@ type Handler struct {
 	Failures *FailureLimiter
 	// SSO signs people in with OpenID Connect (admin.oidc); nil when no
 	// issuer is configured.
-	SSO  *SSO
-	once sync.Once
+	SSO *SSO
+	// SSOFailures rate-limits suspect sign-ins (forged redirects) per
+	// client address, apart from Failures: bad tokens must not lock
+	// people out of single sign-on. Default as Failures.
+	SSOFailures *FailureLimiter
+	once        sync.Once
 }
 
 // CtxActor is the gin context key of the authenticated operator's name.
@@ -47,12 +51,23 @@ func (h *Handler) Enabled() bool { return h.Tokens.Enabled() || h.SSO != nil }
 
 // Limiter is the failed-login limiter, created on first use.
 func (h *Handler) Limiter() *FailureLimiter {
-	h.once.Do(func() {
-		if h.Failures == nil {
-			h.Failures = &FailureLimiter{Every: 6 * time.Second, Burst: 10}
-		}
-	})
+	h.once.Do(h.limiters)
 	return h.Failures
+}
+
+// SSOLimiter is the suspect sign-in limiter, created on first use.
+func (h *Handler) SSOLimiter() *FailureLimiter {
+	h.once.Do(h.limiters)
+	return h.SSOFailures
+}
+
+func (h *Handler) limiters() {
+	if h.Failures == nil {
+		h.Failures = &FailureLimiter{Every: 6 * time.Second, Burst: 10}
+	}
+	if h.SSOFailures == nil {
+		h.SSOFailures = &FailureLimiter{Every: 6 * time.Second, Burst: 10}
+	}
 }
 
 // Mount adds /admin/api/... to r.

@@ -37,8 +37,8 @@ type Identity struct {
 	// Kind is how they got in: KindToken or KindSSO.
 	Kind string
 	// Actor names them in the audit trail: a token's name, or a single
-	// sign-on user's verified e-mail (else their user name or name, else
-	// "sub:" and subject).
+	// sign-on user's verified e-mail (else "sso:" and their user name,
+	// name or subject).
 	Actor   string
 	Role    Role
 	Subject string

@@ -212,7 +212,9 @@ func (s *SSO) discover(ctx context.Context, force bool) (*ssoProvider, error) {
 }
 
 func (s *SSO) discoverNow(ctx context.Context) (*ssoProvider, error) {
-	ctx, cancel := context.WithTimeout(oidc.ClientContext(ctx, s.client), ssoHTTPTimeout)
+	// Not the request's cancellation: one client going away must not
+	// fail discovery for everybody waiting on it.
+	ctx, cancel := context.WithTimeout(oidc.ClientContext(context.WithoutCancel(ctx), s.client), ssoHTTPTimeout)
 	defer cancel()
 	p, err := oidc.NewProvider(ctx, s.cfg.Issuer)
 	if err != nil {
@@ -308,6 +310,18 @@ type SSOError struct {
 	Msg    string
 	// Err is the cause, for the log.
 	Err error
+	// Suspect marks what a forged redirect causes (an altered state, a
+	// code the provider refuses, an ID token that fails its checks), as
+	// opposed to the provider's trouble or the person's (cancelled, no
+	// role): the sign-in limiter counts only these.
+	Suspect bool
+}
+
+// SuspectSignIn reports whether err is a failed sign-in of the kind a
+// forged redirect causes.
+func SuspectSignIn(err error) bool {
+	var se *SSOError
+	return errors.As(err, &se) && se.Suspect
 }
 
 func (e *SSOError) Error() string {
@@ -332,7 +346,7 @@ func (e *NoRoleError) Error() string {
 }
 
 // errBadState is a callback that does not belong to a sign-in started here.
-var errBadState = &SSOError{Status: http.StatusBadRequest,
+var errBadState = &SSOError{Status: http.StatusBadRequest, Suspect: true,
 	Msg: "This sign-in does not match one started here (its state is missing, expired or altered). Start again from the login page."}
 
 // parseCallback reads the provider's redirect: the code and state, or the
@@ -348,12 +362,12 @@ func parseCallback(q url.Values) (code, state string, err error) {
 	}
 	codes, states := q["code"], q["state"]
 	if len(codes) != 1 || len(states) != 1 {
-		return "", "", &SSOError{Status: http.StatusBadRequest,
+		return "", "", &SSOError{Status: http.StatusBadRequest, Suspect: true,
 			Msg: "The identity provider's redirect must carry one code and one state; start again from the login page."}
 	}
 	code, state = codes[0], states[0]
 	if code == "" || state == "" || len(code) > maxCallbackParam || len(state) > maxCallbackParam {
-		return "", "", &SSOError{Status: http.StatusBadRequest,
+		return "", "", &SSOError{Status: http.StatusBadRequest, Suspect: true,
 			Msg: "The identity provider's redirect carried an empty or oversized code or state; start again from the login page."}
 	}
 	return code, state, nil
@@ -404,7 +418,11 @@ func (s *SSO) complete(ctx context.Context, q url.Values, flowCookie string) (Id
 	ctx = oidc.ClientContext(ctx, s.client)
 	tok, err := p.oauth.Exchange(ctx, code, oauth2.VerifierOption(f.Verifier))
 	if err != nil {
-		return Identity{}, "", "", &SSOError{Status: http.StatusBadGateway,
+		// The provider refusing the code (4xx) is what a forged one gets;
+		// its 5xx or an unreadable answer is its own trouble.
+		var re *oauth2.RetrieveError
+		refused := errors.As(err, &re) && re.Response != nil && re.Response.StatusCode >= 400 && re.Response.StatusCode < 500
+		return Identity{}, "", "", &SSOError{Status: http.StatusBadGateway, Suspect: refused,
 			Msg: "The identity provider did not exchange the sign-in code for tokens; start again from the login page.", Err: err}
 	}
 	raw, _ := tok.Extra("id_token").(string)
@@ -414,11 +432,11 @@ func (s *SSO) complete(ctx context.Context, q url.Values, flowCookie string) (Id
 	}
 	idt, err := p.verifier.Verify(ctx, raw)
 	if err != nil {
-		return Identity{}, "", "", &SSOError{Status: http.StatusUnauthorized,
+		return Identity{}, "", "", &SSOError{Status: http.StatusUnauthorized, Suspect: true,
 			Msg: "The identity provider's ID token was refused (signature, issuer, audience or expiry); no session was opened.", Err: err}
 	}
 	if !hmac.Equal([]byte(idt.Nonce), []byte(f.Nonce)) {
-		return Identity{}, "", "", &SSOError{Status: http.StatusUnauthorized,
+		return Identity{}, "", "", &SSOError{Status: http.StatusUnauthorized, Suspect: true,
 			Msg: "The ID token does not belong to this sign-in (its nonce differs); start again from the login page."}
 	}
 	var claims map[string]any
@@ -441,15 +459,17 @@ func (s *SSO) identify(subject string, claims map[string]any) (Identity, error) 
 	str := func(k string) string { v, _ := claims[k].(string); return clip(v, maxActor) }
 	who := Identity{Kind: KindSSO, Subject: subject, Email: str("email"), Name: str("name")}
 	verified := emailVerified(claims)
+	// A verified address names the person; anything else the person
+	// may choose is marked, so that it cannot pass for a token's name.
 	switch {
 	case who.Email != "" && verified:
 		who.Actor = who.Email
 	case str("preferred_username") != "":
-		who.Actor = str("preferred_username")
+		who.Actor = clip("sso:"+str("preferred_username"), maxActor)
 	case who.Name != "":
-		who.Actor = who.Name
+		who.Actor = clip("sso:"+who.Name, maxActor)
 	default:
-		who.Actor = clip("sub:"+subject, maxActor)
+		who.Actor = clip("sso:"+subject, maxActor)
 	}
 	values := claimValues(claims, s.cfg.RolesClaim)
 	if s.cfg.RolesClaim == "email" && !verified {

@@ -127,10 +127,10 @@ func TestIdentifyRoles(t *testing.T) {
 	// An address the provider did not verify does not name anyone in the
 	// audit: the user name, the name or the subject does.
 	for actor, claims := range map[string]map[string]any{
-		"a@example.com": {"email": "a@example.com", "email_verified": "true"},
-		"sub:sub-1":     {"email": "a@example.com", "email_verified": "false"},
-		"ann":           {"email": "a@example.com", "preferred_username": "ann"},
-		"Ann Example":   {"email": "a@example.com", "email_verified": false, "name": "Ann Example"},
+		"a@example.com":   {"email": "a@example.com", "email_verified": "true"},
+		"sso:sub-1":       {"email": "a@example.com", "email_verified": "false"},
+		"sso:ann":         {"email": "a@example.com", "preferred_username": "ann"},
+		"sso:Ann Example": {"email": "a@example.com", "email_verified": false, "name": "Ann Example"},
 	} {
 		claims["groups"] = []any{"ops"}
 		who, err := s.identify("sub-1", claims)
@@ -140,11 +140,11 @@ func TestIdentifyRoles(t *testing.T) {
 	who, err = s.identify("sub-2", map[string]any{"preferred_username": "bee", "groups": "staff"})
 	require.NoError(t, err)
 	require.Equal(t, RoleViewer, who.Role)
-	require.Equal(t, "bee", who.Actor)
+	require.Equal(t, "sso:bee", who.Actor, "a name the person chooses is marked: it cannot pass for a token's")
 	who, err = s.identify("sub-3", map[string]any{"groups": []any{"sales", 7}})
 	var noRole *NoRoleError
 	require.ErrorAs(t, err, &noRole)
-	require.Equal(t, &NoRoleError{Actor: "sub:sub-3", Claim: "groups", Values: []string{"sales"}}, noRole)
+	require.Equal(t, &NoRoleError{Actor: "sso:sub-3", Claim: "groups", Values: []string{"sales"}}, noRole)
 	require.Empty(t, who.Role)
 
 	nested := NewSSO(SSOConfig{RolesClaim: "realm_access.roles", Operators: []string{"ops"}}, slog.New(slog.DiscardHandler))
@@ -218,4 +218,39 @@ func TestDiscoveryAttemptsAreBounded(t *testing.T) {
 		require.ErrorIs(t, err, ErrSSOUnavailable)
 	}
 	require.Equal(t, int32(1), calls.Load())
+}
+
+// TestFailureLimiterTake: attempts in flight at once count (the eleventh
+// concurrent one is refused), attempts that end well give the count back,
+// failed ones keep it.
+func TestFailureLimiterTake(t *testing.T) {
+	f := &FailureLimiter{Every: time.Hour, Burst: 10}
+	var dones []func(bool)
+	for range 10 {
+		ok, _, done := f.Take("1.2.3.4")
+		require.True(t, ok)
+		dones = append(dones, done)
+	}
+	ok, wait, _ := f.Take("1.2.3.4")
+	require.False(t, ok, "ten in flight: the eleventh waits")
+	require.Positive(t, wait)
+	ok, _, done := f.Take("5.6.7.8")
+	require.True(t, ok, "another address has its own budget")
+	done(false)
+	for _, done := range dones[1:] {
+		done(false)
+	}
+	dones[0](true)
+	for range 9 {
+		ok, _, done := f.Take("1.2.3.4")
+		require.True(t, ok, "attempts that ended well gave the count back")
+		done(false)
+	}
+	for range 9 {
+		ok, _, done := f.Take("1.2.3.4")
+		require.True(t, ok)
+		done(true)
+	}
+	ok, _, _ = f.Take("1.2.3.4")
+	require.False(t, ok, "ten failures: blocked")
 }

@@ -259,3 +259,70 @@ func TestSSOOnlyRefusesTheTokenForm(t *testing.T) {
 	}
 	require.Equal(t, http.StatusOK, e.api(t, http.MethodGet, "/admin/api/stats", operatorToken, "", nil))
 }
+
+// TestSSOSignInLimiter: bad tokens from an address (behind a proxy,
+// everybody's) do not lock single sign-on out, while forged redirects
+// (an altered state) from one address are answered 429 after ten, before
+// any call to the provider, a good sign-in included.
+func TestSSOSignInLimiter(t *testing.T) {
+	t.Parallel()
+	prov := testenv.StartOIDCProvider(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	base := "http://" + ln.Addr().String()
+	cfg := testenv.Config(t, func(c *config.Config) {
+		c.Admin.Token = "ops:" + operatorToken
+		c.Admin.OIDC = config.OIDC{Issuer: prov.Issuer, ClientID: prov.ClientID, ClientSecret: prov.ClientSecret,
+			RedirectURL: base + "/admin/oidc/callback", Operators: []string{operatorsGroup}}
+	})
+	e := &pageEnv{cfg: cfg, st: testenv.Store(t, cfg)}
+	e.gw = testenv.StartGatewayOn(t, cfg, ln, "http")
+	e.gw.WaitReady(t)
+	// signIn runs the flow with a plain client: start (the flow cookie),
+	// the provider's sign-in page and redirect, then the callback, whose
+	// state is altered when tamper. It returns the callback's answer.
+	signIn := func(tamper bool) *http.Response {
+		t.Helper()
+		prov.Next(t, testenv.OIDCUser{Subject: "u-1", Email: "o@example.com", Groups: []string{operatorsGroup}})
+		resp, _ := e.get(t, "/admin/login/oidc", nil)
+		require.Equal(t, http.StatusFound, resp.StatusCode)
+		var flow *http.Cookie
+		for _, c := range resp.Cookies() {
+			if c.Name == "callgate_oidc" {
+				flow = c
+			}
+		}
+		require.NotNil(t, flow)
+		authz, err := testenv.NoFollow.Get(resp.Header.Get("Location") + "&signed_in=1")
+		require.NoError(t, err)
+		_ = authz.Body.Close()
+		require.Equal(t, http.StatusFound, authz.StatusCode)
+		back, err := url.Parse(authz.Header.Get("Location"))
+		require.NoError(t, err)
+		if tamper {
+			q := back.Query()
+			q.Set("state", "altered-"+q.Get("state"))
+			back.RawQuery = q.Encode()
+		}
+		req, err := http.NewRequest(http.MethodGet, back.String(), nil)
+		require.NoError(t, err)
+		cb, _ := e.do(t, req, flow)
+		return cb
+	}
+	for range 11 {
+		resp, _ := e.post(t, "/admin/login", url.Values{"token": {"wrong-token-000000"}}, nil)
+		require.Contains(t, []int{http.StatusUnauthorized, http.StatusTooManyRequests}, resp.StatusCode)
+	}
+	resp, _ := e.post(t, "/admin/login", url.Values{"token": {"wrong-token-000000"}}, nil)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "bad tokens are limited")
+	ok := signIn(false)
+	require.Equal(t, http.StatusOK, ok.StatusCode, "single sign-on is not locked out by them")
+	require.NotNil(t, sessionCookieOf(t, ok))
+
+	for range 10 {
+		require.Equal(t, http.StatusBadRequest, signIn(true).StatusCode)
+	}
+	blocked := signIn(false)
+	require.Equal(t, http.StatusTooManyRequests, blocked.StatusCode, "ten forged redirects: the next waits")
+	require.NotEmpty(t, blocked.Header.Get("Retry-After"))
+}

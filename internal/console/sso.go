@@ -2,7 +2,9 @@ package console
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -42,20 +44,28 @@ func (h *Console) ssoCallback(c *gin.Context) {
 	}
 	h.setFlowCookie(c, "", -1) // one use, whatever happens
 	// A flow cookie costs nothing to get, so each forged callback could
-	// cost a call to the provider's token endpoint: failures count
-	// against the client's address like failed logins.
-	if h.pageTooManyFailures(c) {
+	// cost a call to the provider's token endpoint: each callback counts
+	// against its address's budget while in flight (so that many at once
+	// count), and stays counted if it failed the way a forged one does.
+	// The budget is single sign-on's own: bad tokens from the same
+	// address (behind a proxy, everybody's) do not lock people out of it.
+	addr := admin.ClientAddr(c)
+	ok, wait, done := h.SSOLimiter().Take(addr)
+	if !ok {
+		secs := max(1, int(wait.Seconds()+0.5))
+		c.Header("Retry-After", strconv.Itoa(secs))
+		h.Log.WarnContext(ctx, "admin: too many failed single sign-ons", "remote", addr)
+		h.render(c, http.StatusTooManyRequests, "login", &view{Title: "Log in",
+			Error: fmt.Sprintf("Too many failed sign-ins from your address. Try again in %d seconds.", secs), Page: h.loginView("/admin/")})
 		return
 	}
 	in, err := h.SSO.Complete(ctx, c.Request.URL.Query(), flow)
+	done(admin.SuspectSignIn(err))
 	var noRole *admin.NoRoleError
 	var failed *admin.SSOError
-	if err != nil && (!errors.As(err, &failed) || failed.Status != http.StatusServiceUnavailable) {
-		h.Limiter().Fail(admin.ClientAddr(c))
-	}
 	switch {
 	case err == nil:
-		h.openSession(c, in.Who, in.Next, in.IDToken)
+		h.openSession(c, in.Who, safeNext(in.Next), in.IDToken)
 	case errors.As(err, &noRole):
 		h.Log.WarnContext(ctx, "admin: single sign-on user has no role", "actor", noRole.Actor,
 			"claim", noRole.Claim, "values", noRole.Values, "remote", admin.ClientAddr(c))
