@@ -6,10 +6,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"callgate/internal/callback"
 	"callgate/internal/config"
@@ -131,4 +135,17 @@ func TestProcReaders(t *testing.T) {
 	if total == 0 || busy > total {
 		t.Errorf("busy %d total %d", busy, total)
 	}
+}
+
+// TestFindProcByEnvironment: a process is found by a mark in its
+// environment, as a RabbitMQ node of a cluster on one machine is known
+// only by its RABBITMQ_NODENAME (bench-ha's -mq-proc).
+func TestFindProcByEnvironment(t *testing.T) {
+	mark := fmt.Sprintf("callgate-findproc-%d", os.Getpid())
+	cmd := exec.Command("sleep", "30")
+	cmd.Env = append(os.Environ(), "RABBITMQ_NODENAME="+mark+"@localhost")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	require.Eventually(t, func() bool { return findProc("sleep", mark) == cmd.Process.Pid }, 5*time.Second, 20*time.Millisecond)
+	require.Zero(t, findProc("sleep", mark+"-not-there"))
 }

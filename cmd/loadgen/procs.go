@@ -268,8 +268,9 @@ type procTicks struct {
 }
 
 // findProc returns the pid of the oldest process whose comm is name and,
-// if mark is not empty, whose command line contains mark (the RabbitMQ
-// server, not a rabbitmqctl that also runs as beam.smp).
+// if mark is not empty, whose command line or environment contains mark
+// (the RabbitMQ server, not a rabbitmqctl that also runs as beam.smp; one
+// node of a cluster on one machine by its RABBITMQ_NODENAME).
 func findProc(name, mark string) int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -285,12 +286,8 @@ func findProc(name, mark string) int {
 		if err != nil || strings.TrimSpace(string(comm)) != name {
 			continue
 		}
-		if mark != "" {
-			cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-			cmdline = bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})
-			if err != nil || !bytes.Contains(cmdline, []byte(mark)) {
-				continue
-			}
+		if mark != "" && !procMentions(e.Name(), mark) {
+			continue
 		}
 		best = pid
 	}
@@ -512,4 +509,17 @@ func findDB(mark string) int {
 		return p
 	}
 	return findProc("mysqld", mark)
+}
+
+// procMentions reports whether process pid's command line, or else its
+// environment, contains mark: a RabbitMQ node's name is in its
+// environment (RABBITMQ_NODENAME), not on its command line.
+func procMentions(pid, mark string) bool {
+	for _, f := range []string{"cmdline", "environ"} {
+		b, err := os.ReadFile(filepath.Join("/proc", pid, f))
+		if err == nil && bytes.Contains(bytes.ReplaceAll(b, []byte{0}, []byte{' '}), []byte(mark)) {
+			return true
+		}
+	}
+	return false
 }
