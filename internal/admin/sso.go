@@ -173,31 +173,15 @@ var ErrSSOUnavailable = errors.New("the single sign-on provider cannot be reache
 // discover returns the provider, discovering it now if that has not
 // succeeded yet (at most once per ssoRediscoverEvery unless force).
 func (s *SSO) discover(ctx context.Context, force bool) (*ssoProvider, error) {
-	s.mu.Lock()
-	if s.found != nil {
-		defer s.mu.Unlock()
-		return s.found, nil
+	if p, known, err := s.known(force); known {
+		return p, err
 	}
-	if !force && time.Since(s.lastTry) < ssoRediscoverEvery && s.lastErr != nil {
-		defer s.mu.Unlock()
-		return nil, s.lastErr
-	}
-	s.mu.Unlock()
-
 	s.tryMutex.Lock()
 	defer s.tryMutex.Unlock()
-	s.mu.Lock()
-	if s.found != nil {
-		defer s.mu.Unlock()
-		return s.found, nil
-	}
 	// Those who waited for the attempt just made share its outcome.
-	if !force && time.Since(s.lastTry) < ssoRediscoverEvery && s.lastErr != nil {
-		defer s.mu.Unlock()
-		return nil, s.lastErr
+	if p, known, err := s.known(force); known {
+		return p, err
 	}
-	s.mu.Unlock()
-
 	found, err := s.discoverNow(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -209,6 +193,20 @@ func (s *SSO) discover(ctx context.Context, force bool) (*ssoProvider, error) {
 	s.found, s.lastErr = found, nil
 	s.log.InfoContext(ctx, "admin: single sign-on provider discovered", "issuer", s.cfg.Issuer, "end_session", found.endSession != "")
 	return found, nil
+}
+
+// known is the provider found, or a failure recent enough to share
+// (unless force); known is false when an attempt is due.
+func (s *SSO) known(force bool) (p *ssoProvider, known bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.found != nil {
+		return s.found, true, nil
+	}
+	if !force && time.Since(s.lastTry) < ssoRediscoverEvery && s.lastErr != nil {
+		return nil, true, s.lastErr
+	}
+	return nil, false, nil
 }
 
 func (s *SSO) discoverNow(ctx context.Context) (*ssoProvider, error) {
