@@ -11,7 +11,11 @@ cd "$(dirname "$0")/.."
 
 log() { echo "services: $*" >&2; }
 
-mariadb_ping() { mariadb-admin --protocol=tcp -h127.0.0.1 -uroot ping; }
+# mariadb_login succeeds once callgate's demo DSN (root, empty password,
+# TCP to 127.0.0.1) can log in. (mariadb-admin ping would not do: it
+# answers success on "Access denied" too, so a machine whose first run
+# installed MariaDB but stopped before the root set-up was never repaired.)
+mariadb_login() { mariadb --protocol=tcp -h127.0.0.1 -uroot -e 'SELECT 1' >/dev/null 2>&1; }
 
 # mariadb_tuning writes callgate's server settings for a MariaDB this
 # script installed: a buffer pool that holds a realistic backlog (a quarter
@@ -47,14 +51,14 @@ ensure_mariadb() {
   $SUDO mkdir -p /run/mysqld && $SUDO chown mysql:mysql /run/mysqld
   $SUDO start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql
   wait_for MariaDB 60 $SUDO mariadb-admin ping
-  if [ -n "$fresh" ] || ! mariadb_ping >/dev/null 2>&1; then
+  if [ -n "$fresh" ] || ! mariadb_login; then
     # Debian's root logs in through the unix socket only; callgate's demo
     # DSN uses root with an empty password over TCP on 127.0.0.1.
     log "allowing root with an empty password on 127.0.0.1 (demo set-up)"
     $SUDO mariadb -e "ALTER USER 'root'@'localhost' IDENTIFIED VIA unix_socket OR mysql_native_password USING PASSWORD('')" || true
     $SUDO mariadb -e "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY ''; GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION" || true
   fi
-  wait_for "MariaDB over TCP" 30 mariadb_ping
+  wait_for "MariaDB over TCP" 30 mariadb_login
   $SUDO mariadb -e "CREATE DATABASE IF NOT EXISTS test" || true
 }
 
