@@ -395,22 +395,17 @@ type SignIn struct {
 // and the flow cookie. Any failure is an *SSOError or a *NoRoleError, and
 // no session.
 func (s *SSO) Complete(ctx context.Context, q url.Values, flowCookie string) (SignIn, error) {
-	who, next, raw, err := s.complete(ctx, q, flowCookie)
-	return SignIn{Who: who, Next: next, IDToken: raw}, err
-}
-
-func (s *SSO) complete(ctx context.Context, q url.Values, flowCookie string) (Identity, string, string, error) {
 	code, state, err := parseCallback(q)
 	if err != nil {
-		return Identity{}, "", "", err
+		return SignIn{}, err
 	}
 	f, ok := s.decodeFlow(flowCookie, time.Now())
 	if !ok || !hmac.Equal([]byte(state), []byte(f.State)) {
-		return Identity{}, "", "", errBadState
+		return SignIn{}, errBadState
 	}
 	p, err := s.discover(ctx, false)
 	if err != nil {
-		return Identity{}, "", "", &SSOError{Status: http.StatusServiceUnavailable,
+		return SignIn{}, &SSOError{Status: http.StatusServiceUnavailable,
 			Msg: "The single sign-on provider cannot be reached; try again shortly or sign in with a token.", Err: err}
 	}
 	ctx = oidc.ClientContext(ctx, s.client)
@@ -420,32 +415,32 @@ func (s *SSO) complete(ctx context.Context, q url.Values, flowCookie string) (Id
 		// its 5xx or an unreadable answer is its own trouble.
 		var re *oauth2.RetrieveError
 		refused := errors.As(err, &re) && re.Response != nil && re.Response.StatusCode >= 400 && re.Response.StatusCode < 500
-		return Identity{}, "", "", &SSOError{Status: http.StatusBadGateway, Suspect: refused,
+		return SignIn{}, &SSOError{Status: http.StatusBadGateway, Suspect: refused,
 			Msg: "The identity provider did not exchange the sign-in code for tokens; start again from the login page.", Err: err}
 	}
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
-		return Identity{}, "", "", &SSOError{Status: http.StatusBadGateway,
+		return SignIn{}, &SSOError{Status: http.StatusBadGateway,
 			Msg: "The identity provider's answer carried no ID token; check that the client is an OpenID Connect client with the openid scope."}
 	}
 	idt, err := p.verifier.Verify(ctx, raw)
 	if err != nil {
-		return Identity{}, "", "", &SSOError{Status: http.StatusUnauthorized, Suspect: true,
+		return SignIn{}, &SSOError{Status: http.StatusUnauthorized, Suspect: true,
 			Msg: "The identity provider's ID token was refused (signature, issuer, audience or expiry); no session was opened.", Err: err}
 	}
 	if !hmac.Equal([]byte(idt.Nonce), []byte(f.Nonce)) {
-		return Identity{}, "", "", &SSOError{Status: http.StatusUnauthorized, Suspect: true,
+		return SignIn{}, &SSOError{Status: http.StatusUnauthorized, Suspect: true,
 			Msg: "The ID token does not belong to this sign-in (its nonce differs); start again from the login page."}
 	}
 	var claims map[string]any
 	if err := idt.Claims(&claims); err != nil {
-		return Identity{}, "", "", &SSOError{Status: http.StatusBadGateway, Msg: "The ID token's claims could not be read.", Err: err}
+		return SignIn{}, &SSOError{Status: http.StatusBadGateway, Msg: "The ID token's claims could not be read.", Err: err}
 	}
 	who, err := s.identify(idt.Subject, claims)
 	if err != nil {
-		return Identity{}, "", "", err
+		return SignIn{}, err
 	}
-	return who, f.Next, raw, nil
+	return SignIn{Who: who, Next: f.Next, IDToken: raw}, nil
 }
 
 // identify makes the identity and role of an ID token's claims.
