@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sends one correctly signed demo callback to a running gateway.
 #   scripts/demo-callback.sh paydemo  [ORDER_CODE] [AMOUNT]   (Standard Webhooks)
+#   scripts/demo-callback.sh refund   [ORDER_CODE] [AMOUNT] [REFUND_NO] (paydemo)
 #   scripts/demo-callback.sh shipdemo [WAYBILL] [SEQ] [STATUS] (HMAC-SHA256, hex)
 #
 # paydemo pays ORDER_CODE (default ORD-1001) with AMOUNT (default 1999):
@@ -15,8 +16,13 @@
 #   duplicate:true with the first log_id, and nothing is processed twice.
 #   DEMO_PAYMENT_NO=X uses another payment number (and event id);
 #   DEMO_NEW_PAYMENT=1 makes a new one each run. A second payment for a
-#   paid order ends FAILED "order already paid by another payment": the
-#   possible double charge an operator is alerted to.
+#   paid order is reported downstream as payment.exception paid_by_another:
+#   the possible double charge, money to give back.
+#
+# refund refunds AMOUNT (default 500) of ORDER_CODE's payment PAY-<ORDER_CODE>
+# as refund REFUND_NO (default RF-<ORDER_CODE>-<AMOUNT>): the order becomes
+# PARTIALLY_REFUNDED, or REFUNDED when nothing remains, and order.refunded
+# and points.deduct are published (warehouse.cancel on the full refund).
 #
 # Uses the documented demo secrets unless PAYDEMO_SECRET / SHIPDEMO_SECRET
 # are set, and the gateway at CALLGATE_URL (default http://127.0.0.1:8080).
@@ -63,7 +69,24 @@ ensure_order() {
   IFS=$'\t' read -r have status paid_by <<<"$row"
   echo "demo: order $order exists (amount $have, $status${paid_by:+ by $paid_by})" >&2
   if [ "$have" != "$amount" ]; then
-    echo "demo: the order's amount is $have, not $amount: this payment will end FAILED \"amount mismatch\"" >&2
+    echo "demo: the order's amount is $have, not $amount: this payment will be reported as payment.exception amount_mismatch" >&2
+  fi
+}
+
+# send_paydemo signs body as the paydemo source's platform does (Standard
+# Webhooks, event id id) and posts it.
+send_paydemo() {
+  local id=$1 body=$2 ts key sig answer
+  ts=$(date +%s)
+  key=$(printf '%s' "${secret#whsec_}" | base64 -d | od -An -vtx1 | tr -d ' \n')
+  sig=$(printf '%s.%s.%s' "$id" "$ts" "$body" | openssl dgst -sha256 -mac HMAC -macopt "hexkey:$key" -binary | base64)
+  answer=$(curl -sS -w '\nHTTP %{http_code}' -X POST "$url/callbacks/paydemo" \
+    -H 'Content-Type: application/json' \
+    -H "webhook-id: $id" -H "webhook-timestamp: $ts" -H "webhook-signature: v1,$sig" \
+    --data-binary "$body")
+  echo "$answer"
+  if [[ $answer == *'"duplicate":true'* ]]; then
+    echo "demo: sent before: answered as a duplicate (same log_id), nothing is processed again; DEMO_NEW_PAYMENT=1 sends a new payment" >&2
   fi
 }
 
@@ -80,20 +103,24 @@ paydemo)
     echo "demo: DEMO_PAYMENT_NO: letters, digits, . _ - only" >&2; exit 2
   fi
   if [ "${DEMO_CREATE_ORDER:-1}" != 0 ]; then ensure_order "$order" "$amount"; fi
-  id="msg_$payment"; ts=$(date +%s)
+  id="msg_$payment"
   body=$(printf '{"orderCode":"%s","paymentNo":"%s","amount":%s,"status":"SUCCESS","paidAt":"%s"}' \
     "$order" "$payment" "$amount" "$(date -u +%Y-%m-%dT%H:%M:%SZ)")
-  key=$(printf '%s' "${secret#whsec_}" | base64 -d | od -An -vtx1 | tr -d ' \n')
-  sig=$(printf '%s.%s.%s' "$id" "$ts" "$body" | openssl dgst -sha256 -mac HMAC -macopt "hexkey:$key" -binary | base64)
   echo "demo: payment $payment for $order, webhook-id $id" >&2
-  answer=$(curl -sS -w '\nHTTP %{http_code}' -X POST "$url/callbacks/paydemo" \
-    -H 'Content-Type: application/json' \
-    -H "webhook-id: $id" -H "webhook-timestamp: $ts" -H "webhook-signature: v1,$sig" \
-    --data-binary "$body")
-  echo "$answer"
-  if [[ $answer == *'"duplicate":true'* ]]; then
-    echo "demo: sent before: answered as a duplicate (same log_id), nothing is processed again; DEMO_NEW_PAYMENT=1 sends a new payment" >&2
+  send_paydemo "$id" "$body"
+  ;;
+refund)
+  secret=${PAYDEMO_SECRET:-whsec_Y2FsbGdhdGUtcGF5ZGVtby1kZW1vLWtleS0zMmJ5dGU=}
+  order=${2:-ORD-1001}; amount=${3:-500}; refund=${4:-RF-$order-$amount}
+  if ! [[ $order =~ ^[A-Za-z0-9._-]{1,64}$ ]] || ! [[ $amount =~ ^[0-9]{1,15}$ ]] || ! [[ $refund =~ ^[A-Za-z0-9._-]{1,120}$ ]]; then
+    echo "usage: $0 refund [ORDER_CODE] [AMOUNT (minor units)] [REFUND_NO] (letters, digits, . _ -)" >&2; exit 2
   fi
+  payment=${DEMO_PAYMENT_NO:-PAY-$order}
+  id="msg_$refund"
+  body=$(printf '{"type":"refund","orderCode":"%s","paymentNo":"%s","refundNo":"%s","amount":%s,"status":"SUCCESS"}' \
+    "$order" "$payment" "$refund" "$amount")
+  echo "demo: refund $refund of $amount for $order (payment $payment), webhook-id $id" >&2
+  send_paydemo "$id" "$body"
   ;;
 shipdemo)
   secret=${SHIPDEMO_SECRET:-shipdemo-demo-secret}
@@ -104,5 +131,5 @@ shipdemo)
   curl -sS -w '\nHTTP %{http_code}\n' -X POST "$url/callbacks/shipdemo" \
     -H 'Content-Type: application/json' -H "X-Signature: $sig" --data-binary "$body"
   ;;
-*) echo "usage: $0 paydemo|shipdemo [args]" >&2; exit 2 ;;
+*) echo "usage: $0 paydemo|refund|shipdemo [args]" >&2; exit 2 ;;
 esac

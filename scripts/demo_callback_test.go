@@ -44,8 +44,17 @@ func TestDemoCallbackPaysTheOrderOnce(t *testing.T) {
 	out = d.run("DEMO_NEW_PAYMENT=1")
 	second := d.logID(out)
 	require.NotEqual(t, first, second)
-	require.Equal(t, "FAILED", d.waitSettled(second), "another payment for a paid order\n%s", out)
+	require.Equal(t, "SUCCESS", d.waitSettled(second), "another payment for a paid order is reported, not failed\n%s", out)
 	require.Equal(t, []string{"PAID", "PAY-ORD-1001"}, d.order("ORD-1001"))
+
+	// The refund: part, then the rest.
+	out = d.runArgs("refund", "ORD-1001", "500")
+	require.Contains(t, out, "demo: refund RF-ORD-1001-500 of 500 for ORD-1001 (payment PAY-ORD-1001)")
+	require.Equal(t, "SUCCESS", d.waitSettled(d.logID(out)), out)
+	require.Equal(t, []string{"PARTIALLY_REFUNDED", "PAY-ORD-1001"}, d.order("ORD-1001"))
+	out = d.runArgs("refund", "ORD-1001", "1499")
+	require.Equal(t, "SUCCESS", d.waitSettled(d.logID(out)), out)
+	require.Equal(t, []string{"REFUNDED", "PAY-ORD-1001"}, d.order("ORD-1001"))
 }
 
 // demo runs scripts/demo-callback.sh against one test's gateway and
@@ -60,7 +69,18 @@ type demo struct {
 // output (stdout and stderr).
 func (d *demo) run(env ...string) string {
 	d.t.Helper()
-	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "scripts", "demo-callback.sh"), "paydemo")
+	return d.command([]string{"paydemo"}, env)
+}
+
+// runArgs runs `demo-callback.sh args...` and returns its output.
+func (d *demo) runArgs(args ...string) string {
+	d.t.Helper()
+	return d.command(args, nil)
+}
+
+func (d *demo) command(args, env []string) string {
+	d.t.Helper()
+	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "scripts", "demo-callback.sh"), args...)
 	cmd.Env = append(environWithout("CALLGATE_", "DEMO_"),
 		append([]string{"CALLGATE_URL=" + d.url, "CALLGATE_MYSQL_DSN=" + d.cfg.MySQL.DSN}, env...)...)
 	out, err := cmd.CombinedOutput()

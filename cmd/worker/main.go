@@ -77,12 +77,12 @@ func run(args []string, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	reg := kinds.Registry()
-	cfg, err := config.Load(*path, reg.Kinds())
+	cfg, err := config.Load(*path, kinds.Names())
 	if err != nil {
 		fmt.Fprintf(stderr, "worker: %s: %v\n", *path, err)
 		return 1
 	}
+	reg := kinds.Registry(cfg.WorkerSettings())
 	log := logging.New(cfg.Log, stderr)
 	store.SetDriverLogger(log)
 

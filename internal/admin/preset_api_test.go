@@ -80,7 +80,7 @@ func TestAdminAPIPresetCallbacks(t *testing.T) {
 	require.Len(t, o.Attempts, 1)
 	require.Equal(t, "SUCCESS", o.Attempts[0].Outcome)
 	require.NotNil(t, o.Attempts[0].Note)
-	require.Equal(t, `shopify topic "orders/updated" is not orders/paid`, *o.Attempts[0].Note)
+	require.Equal(t, `shopify topic "orders/updated" changes no payment`, *o.Attempts[0].Note)
 
 	var plain map[string]any
 	demo := e.failedPayment(t, "ORD-API-PLAIN", 100)

@@ -50,6 +50,10 @@ type Log struct {
 	// RetryAfter is the earliest the next attempt of a retrying callback
 	// may start (nil: any time); see Due.
 	RetryAfter *time.Time `gorm:"column:retry_after"`
+	// Awaiting: the last attempt failed because the callback came before
+	// what it depends on (callback.NotYet); it does not hold up its key's
+	// later callbacks meanwhile.
+	Awaiting bool `gorm:"column:awaiting"`
 }
 
 // Due reports whether a PENDING callback may run at now: not before the

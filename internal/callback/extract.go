@@ -161,6 +161,21 @@ func (o Object) Scalar(path string) (string, error) {
 	}
 }
 
+// Number returns the JSON number at the dotted path as written, decimals
+// included (an amount sent as a number, 10.50); anything else is a
+// *FieldError naming path.
+func (o Object) Number(path string) (string, error) {
+	v, ok := o.lookup(path)
+	if !ok {
+		return "", &FieldError{Field: path, Reason: "is missing"}
+	}
+	n, isNumber := v.(json.Number)
+	if !isNumber {
+		return "", &FieldError{Field: path, Reason: "must be a number"}
+	}
+	return string(n), nil
+}
+
 // Bool returns the JSON boolean at the dotted path; anything else is a
 // *FieldError naming path.
 func (o Object) Bool(path string) (bool, error) {

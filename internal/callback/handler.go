@@ -122,6 +122,29 @@ func RetryDelay(err error) (time.Duration, bool) {
 	return 0, false
 }
 
+// NotYetError is a retryable failure of a callback that came before what
+// it depends on: its order (a notification that raced the shop's own
+// commit), its payment (a refund or dispute of a payment whose
+// notification has not been processed yet). It is a failed attempt,
+// retried with the source's backoff within its budget like any other, but
+// while it waits it does not hold up the later callbacks of its key, one
+// of which may be what it waits for; callbacks that wait keep their order
+// among themselves.
+type NotYetError struct{ Err error }
+
+func (e *NotYetError) Error() string { return e.Err.Error() }
+func (e *NotYetError) Unwrap() error { return e.Err }
+
+// NotYet wraps err: the callback waits for an event not processed yet.
+func NotYet(err error) error { return &NotYetError{Err: err} }
+
+// IsNotYet reports whether err (or what it wraps) is a NotYet, and not
+// also permanent.
+func IsNotYet(err error) bool {
+	var n *NotYetError
+	return errors.As(err, &n) && !IsPermanent(err)
+}
+
 // IsPermanent reports whether err (or what it wraps) is permanent.
 func IsPermanent(err error) bool {
 	var p *PermanentError

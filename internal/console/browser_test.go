@@ -151,12 +151,12 @@ func TestAdminPageInBrowser(t *testing.T) {
 	// 6b. A platform preset's callback: the raw body as signed, the
 	// normalized event beside it, and the reason it changed nothing in
 	// its attempt.
-	stripeID := e.stripe(t, `{"id":"evt_browser_1","object":"event","livemode":true,"type":"charge.refunded","data":{"object":{"id":"ch_1","metadata":{"order_code":"ORD-BROWSER-ST"}}}}`)
+	stripeID := e.stripe(t, `{"id":"evt_browser_1","object":"event","livemode":true,"type":"charge.captured","data":{"object":{"id":"ch_1","metadata":{"order_code":"ORD-BROWSER-ST"}}}}`)
 	e.waitStatus(t, stripeID, callback.StatusSuccess)
 	e.run(t, chromedp.Navigate(fmt.Sprintf("%s/admin/callbacks/%d", base, stripeID)))
 	require.Contains(t, e.text(t, "#payload"), `"evt_browser_1"`)
-	require.Contains(t, e.text(t, "#normalized"), `"ignored": "stripe event type charge.refunded is neither a payment nor a failed payment"`)
-	require.Contains(t, e.text(t, "table.attempts td.note"), "charge.refunded", "the attempt says why nothing changed")
+	require.Contains(t, e.text(t, "#normalized"), `"ignored": "stripe event type charge.captured changes no payment"`)
+	require.Contains(t, e.text(t, "table.attempts td.note"), "charge.captured", "the attempt says why nothing changed")
 	e.noCSPViolations(t)
 
 	// 7. Bulk replay: three more FAILED paydemo callbacks, dry run, confirm.

@@ -16,7 +16,10 @@ import (
 // reads the request into its callbacks (one, or several for Adyen), each is
 // stored with its normalized event beside the raw body, and the platform's
 // own answer goes back. A request with any unusable callback stores
-// nothing. If storing fails part way (a 503), the callbacks stored before
+// nothing; a callback whose signature and merchant held but which the
+// preset could not read is stored as unreadable (see callback.Unreadable)
+// and answered as accepted, so the platform stops resending what a replay
+// can read once the configuration is fixed. If storing fails part way (a 503), the callbacks stored before
 // stay, and the platform's resend finds them as duplicates.
 func (h *Handler) presetCallback(c *gin.Context, src *Source, body []byte, now time.Time) {
 	ctx := c.Request.Context()
@@ -46,7 +49,15 @@ func (h *Handler) presetCallback(c *gin.Context, src *Source, body []byte, now t
 			h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
 			return
 		}
-		normalized, err := callback.MarshalEvent(cb.Event)
+		var event any = cb.Event
+		if cb.Unreadable != "" {
+			// Signed and ours, but not readable: kept, so that nothing
+			// signed is lost, and FAILED with the reason by the worker.
+			event = callback.Unreadable{Reason: callback.Truncate(cb.Unreadable, 2000)}
+			h.Log.WarnContext(ctx, "intake: notification stored unreadable", "source", src.Config.Name, "event_id", cb.EventID,
+				"reason", cb.Unreadable)
+		}
+		normalized, err := callback.MarshalEvent(event)
 		if err != nil || len(normalized) > callback.MaxNormalizedBytes {
 			h.refuse(c, src, http.StatusBadRequest, "the notification's fields are too large", err)
 			return

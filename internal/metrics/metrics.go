@@ -46,6 +46,14 @@ type Metrics struct {
 	JobRuns          *prometheus.CounterVec // job
 	SchedulerLeader  prometheus.Gauge
 	Replayed         *prometheus.CounterVec // mode: single, bulk
+
+	// PaymentExceptions counts the payment.exception notifications
+	// committed, by kind (paid_by_another, amount_mismatch, ...).
+	PaymentExceptions *prometheus.CounterVec
+	// Refunds counts the refunds whose outcome a committed notification
+	// told: succeeded (order.refunded), failed (order.refund_failed: a
+	// refund that failed or was reversed).
+	Refunds *prometheus.CounterVec
 }
 
 // New builds the series on a fresh registry, with Go and process collectors.
@@ -107,6 +115,9 @@ func New(process string) *Metrics {
 	m.JobRuns = counter("scheduler_job_runs_total", "Scheduled job runs on this instance.", "job")
 	m.SchedulerLeader = gauge("scheduler_leader", "1 while this instance holds the scheduler lease.")
 	m.Replayed = counter("replayed_total", "Callbacks replayed by operators.", "mode")
+	m.PaymentExceptions = counter("payment_exceptions_total",
+		"Money that needs a person, as published in payment.exception notifications, by kind (paid_by_another, amount_mismatch, currency_mismatch, over_refund, reversal_of_paying_payment, paid_after_close).", "kind")
+	m.Refunds = counter("refunds_total", "Refunds counted (succeeded) or uncounted and failed (failed: it failed or was reversed), as published downstream.", "outcome")
 	return m
 }
 

@@ -118,16 +118,17 @@ func TestFailedThenPaidInOneBatch(t *testing.T) {
 }
 
 // TestPaymentInAnotherCurrencyNeverPays: a payment in another currency
-// than its order's is FAILED at once with a reason naming both, leaves the
-// order as it was, writes no notification and is counted by reason; a
-// payment without a currency (a configured JSON source) is in the order's;
-// points.add says the currency.
+// than its order's leaves the order as it was and is reported downstream
+// as payment.exception currency_mismatch (SUCCESS, with the exception in
+// its attempt's note), counted by kind; a payment without a currency from
+// the configured JSON source paydemo is in its payment_currency (CNY), so
+// it pays a CNY order and not a JPY one; points.add says the currency.
 func TestPaymentInAnotherCurrencyNeverPays(t *testing.T) {
 	t.Parallel()
 	cfg := testenv.Config(t, fast)
 	st := testenv.Store(t, cfg)
 	m := metrics.New("worker")
-	_, err := st.SQL.Exec(`INSERT INTO orders (order_code, user_id, amount, currency) VALUES ('ORD-CUR-1', 7, 1999, 'USD'), ('ORD-CUR-2', 8, 1999, 'JPY')`)
+	_, err := st.SQL.Exec(`INSERT INTO orders (order_code, user_id, amount, currency) VALUES ('ORD-CUR-1', 7, 1999, 'USD'), ('ORD-CUR-2', 8, 1999, 'JPY'), ('ORD-CUR-3', 9, 1999, 'CNY')`)
 	require.NoError(t, err)
 	testenv.StartWorker(t, cfg, worker.Options{Metrics: m})
 	store := func(event, order, currency string) int64 {
@@ -137,32 +138,39 @@ func TestPaymentInAnotherCurrencyNeverPays(t *testing.T) {
 		}
 		return storePayment(t, cfg, st, event, order, body)
 	}
+	note := func(id int64) string {
+		var n string
+		require.NoError(t, st.DB.Raw(`SELECT COALESCE(note, '') FROM callback_attempt WHERE log_id = ?`, id).Scan(&n).Error)
+		return n
+	}
 
 	for i, c := range []string{"JPY", "IDR", "KRW"} {
 		id := store(fmt.Sprintf("e-%d", i), "ORD-CUR-1", c)
-		row := st.WaitStatus(t, id, callback.StatusFailed)
-		require.Equal(t, 1, row.Attempts)
-		require.Equal(t, "currency mismatch: payment in "+c+", order in USD", *row.LastError)
+		st.WaitStatus(t, id, callback.StatusSuccess)
+		require.Equal(t, "exception currency_mismatch: payment in "+c+", order in USD", note(id))
 	}
 	var o payment.Order
 	require.NoError(t, st.DB.Take(&o, "order_code = ?", "ORD-CUR-1").Error)
 	require.Equal(t, payment.OrderUnpaid, o.PaymentStatus, "the order is as it was")
-	var n int64
-	require.NoError(t, st.DB.Table("outbox").Count(&n).Error)
-	require.Zero(t, n, "no notification")
-	// Counted right after the FAILED row commits: wait for it.
-	require.Eventually(t, func() bool {
-		return testutil.ToFloat64(m.FailedReasons.WithLabelValues("payment", "currency_mismatch")) == 3
-	}, 5*time.Second, 10*time.Millisecond, "three currency mismatches counted")
+	var kinds []string
+	require.NoError(t, st.DB.Raw(`SELECT payload FROM outbox WHERE routing_key = ? ORDER BY id`, payment.RoutingPaymentException).Scan(&kinds).Error)
+	require.Equal(t, []string{
+		`{"amount":1999,"currency":"JPY","kind":"currency_mismatch","orderCode":"ORD-CUR-1","paymentNo":"PAY-e-0"}`,
+		`{"amount":1999,"currency":"IDR","kind":"currency_mismatch","orderCode":"ORD-CUR-1","paymentNo":"PAY-e-1"}`,
+		`{"amount":1999,"currency":"KRW","kind":"currency_mismatch","orderCode":"ORD-CUR-1","paymentNo":"PAY-e-2"}`,
+	}, kinds)
 
 	usd := store("e-usd", "ORD-CUR-1", "usd")
 	st.WaitStatus(t, usd, callback.StatusSuccess)
 	yen := store("e-yen", "ORD-CUR-2", "")
 	st.WaitStatus(t, yen, callback.StatusSuccess)
+	require.Equal(t, "exception currency_mismatch: payment in CNY, order in JPY", note(yen), "paydemo's payment_currency is CNY")
+	cny := store("e-cny", "ORD-CUR-3", "")
+	st.WaitStatus(t, cny, callback.StatusSuccess)
 	var points []string
 	require.NoError(t, st.DB.Raw(`SELECT payload FROM outbox WHERE routing_key = ? ORDER BY id`, payment.RoutingPointsAdd).Scan(&points).Error)
 	require.Equal(t, []string{
 		`{"amount":1999,"currency":"USD","orderCode":"ORD-CUR-1","userId":7}`,
-		`{"amount":1999,"currency":"JPY","orderCode":"ORD-CUR-2","userId":8}`,
+		`{"amount":1999,"currency":"CNY","orderCode":"ORD-CUR-3","userId":9}`,
 	}, points)
 }

@@ -26,8 +26,11 @@ import (
 //
 // Event id: pspReference:eventCode:success (Adyen has no event id; a resend
 // carries the same three). eventCode AUTHORISATION with success "true"
-// pays, "false" fails; any other eventCode (CAPTURE, REFUND, ...) is stored
-// and processed without effect, the reason in the attempt's note. Order:
+// pays, "false" fails; refunds, cancellations, chargebacks and
+// ORDER_CLOSED are mapped by adyenItem.event; any other eventCode
+// (CAPTURE, ...) is stored and processed without effect, the reason in the
+// attempt's note. The body's live must equal livemode (ADYEN_LIVE, default
+// "true"). Order:
 // merchantReference; payment: pspReference; amount: amount.value, in
 // Adyen's minor units (converted to ISO 4217's where Adyen counts
 // otherwise: CLP, CVE, IDR, ISK), currency amount.currency; paid at:
@@ -40,6 +43,7 @@ import (
 type adyen struct {
 	verifier *signature.FieldHMAC
 	accounts map[string]bool // merchant account codes this source takes
+	live     string          // "true" or "false": the body's live must equal it
 }
 
 // AdyenMaxItems bounds the notification items of one request: Adyen sends
@@ -47,11 +51,8 @@ type adyen struct {
 // not something Adyen would send.
 const AdyenMaxItems = 100
 
-// Adyen's signature location and event codes.
-const (
-	adyenSignaturePath = "additionalData.hmacSignature"
-	adyenAuthorisation = "AUTHORISATION"
-)
+// Adyen's signature location.
+const adyenSignaturePath = "additionalData.hmacSignature"
 
 // adyenAccepted is the body Adyen's legacy acknowledgement rule looks for.
 var adyenAccepted = []byte("[accepted]")
@@ -81,11 +82,20 @@ func newAdyen(cfg Config) (Platform, error) {
 	for _, a := range splitList(cfg.MerchantAccounts) {
 		accounts[a] = true
 	}
-	return &adyen{verifier: v, accounts: accounts}, nil
+	live := strings.TrimSpace(cfg.Livemode)
+	switch live {
+	case "":
+		live = "true"
+	case "true", "false":
+	default:
+		return nil, fieldErr("livemode", fmt.Errorf("%q is neither true nor false (ADYEN_LIVE)", cfg.Livemode))
+	}
+	return &adyen{verifier: v, accounts: accounts, live: live}, nil
 }
 
 // adyenBody is the envelope; the items are read one by one.
 type adyenBody struct {
+	Live              string          `json:"live"`
 	NotificationItems json.RawMessage `json:"notificationItems"`
 }
 
@@ -124,21 +134,7 @@ func (p *adyen) Kind() string      { return callback.KindPayment }
 func (p *adyen) Headers() []string { return nil }
 
 func (p *adyen) Read(req Request) ([]Callback, error) {
-	if err := callback.CheckJSONShape(req.Body); err != nil {
-		return nil, err
-	}
-	var body adyenBody
-	if err := json.Unmarshal(req.Body, &body); err != nil {
-		return nil, badRequest("the body is not an Adyen notification (a JSON object with notificationItems)")
-	}
-	raw := strings.TrimSpace(string(body.NotificationItems))
-	switch {
-	case raw == "" || raw == "null":
-		return nil, badRequest("notificationItems is missing")
-	case raw[0] != '[':
-		return nil, badRequest("notificationItems must be an array")
-	}
-	items, err := readAdyenItems(body.NotificationItems)
+	body, items, err := p.items(req)
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +146,40 @@ func (p *adyen) Read(req Request) ([]Callback, error) {
 			return nil, fmt.Errorf("notificationItems[%d]: %w", i, err)
 		}
 	}
+	return p.interpret(body, items)
+}
+
+func (p *adyen) Reread(req Request) ([]Callback, error) {
+	body, items, err := p.items(req)
+	if err != nil {
+		return nil, err
+	}
+	return p.interpret(body, items)
+}
+
+// items reads the body and its notification items.
+func (p *adyen) items(req Request) (adyenBody, []adyenItem, error) {
+	var body adyenBody
+	if err := callback.CheckJSONShape(req.Body); err != nil {
+		return body, nil, err
+	}
+	if err := json.Unmarshal(req.Body, &body); err != nil {
+		return body, nil, badRequest("the body is not an Adyen notification (a JSON object with notificationItems)")
+	}
+	raw := strings.TrimSpace(string(body.NotificationItems))
+	switch {
+	case raw == "" || raw == "null":
+		return body, nil, badRequest("notificationItems is missing")
+	case raw[0] != '[':
+		return body, nil, badRequest("notificationItems must be an array")
+	}
+	items, err := readAdyenItems(body.NotificationItems)
+	return body, items, err
+}
+
+// interpret checks the verified items' merchant and mode and maps each to
+// its callback.
+func (p *adyen) interpret(body adyenBody, items []adyenItem) ([]Callback, error) {
 	// The HMAC key is per webhook, and one webhook may serve a company's
 	// every merchant account: the signed merchantAccountCode says whose
 	// notification it is.
@@ -157,6 +187,12 @@ func (p *adyen) Read(req Request) ([]Callback, error) {
 		if !p.accounts[items[i].MerchantAccountCode] {
 			return nil, fmt.Errorf("notificationItems[%d]: %w", i, foreign("merchantAccountCode", items[i].MerchantAccountCode))
 		}
+	}
+	// live is not signed, but a test webhook's items are signed with the
+	// test HMAC key, which a live source does not hold: a mismatch is a
+	// misrouted webhook, refused like another merchant's.
+	if body.Live != p.live {
+		return nil, foreign("live", body.Live)
 	}
 	out := make([]Callback, len(items))
 	for i := range items {
@@ -238,7 +274,29 @@ func (it *adyenItem) signedFields() []string {
 		it.value, currency, it.EventCode, it.Success}
 }
 
-// callback maps a verified item to its callback.
+// Adyen's event codes (docs.adyen.com/development-resources/webhooks/webhook-types,
+// "Standard webhook event codes"), by what they are to an order: a
+// modification names the payment it modifies in originalReference, and
+// its own reference in pspReference.
+const (
+	adyenAuthorisation     = "AUTHORISATION"
+	adyenRefund            = "REFUND"
+	adyenRefundFailed      = "REFUND_FAILED"
+	adyenRefundedReversed  = "REFUNDED_REVERSED"
+	adyenCancelOrRefund    = "CANCEL_OR_REFUND"
+	adyenCancellation      = "CANCELLATION"
+	adyenChargebackNotice  = "NOTIFICATION_OF_CHARGEBACK"
+	adyenChargeback        = "CHARGEBACK"
+	adyenChargebackReverse = "CHARGEBACK_REVERSED"
+	adyenSecondChargeback  = "SECOND_CHARGEBACK"
+	adyenPrearbitrationWon = "PREARBITRATION_WON"
+	adyenPrearbitrationLst = "PREARBITRATION_LOST"
+	adyenOrderClosed       = "ORDER_CLOSED"
+)
+
+// callback maps a verified item to its callback. Its event id is
+// pspReference:eventCode:success; an item that cannot be read once its
+// event id is known is kept as unreadable.
 func (it *adyenItem) callback() (Callback, error) {
 	switch {
 	case strings.TrimSpace(it.PSPReference) == "":
@@ -249,43 +307,123 @@ func (it *adyenItem) callback() (Callback, error) {
 		return Callback{}, badRequest("success must be \"true\" or \"false\"")
 	}
 	id := it.PSPReference + ":" + it.EventCode + ":" + it.Success
-	if it.EventCode != adyenAuthorisation {
-		key := it.MerchantReference
-		if strings.TrimSpace(key) == "" || len(key) > callback.MaxBusinessKeyLen {
-			key = it.PSPReference
-		}
-		ev := callback.PaymentEvent{Ignored: fmt.Sprintf("adyen eventCode %s is not %s", callback.Truncate(it.EventCode, 64), adyenAuthorisation)}
-		return Callback{EventID: id, BusinessKey: key, Event: ev}, nil
+	ev, err := it.event()
+	key := it.MerchantReference
+	if it.modification() {
+		// A modification's merchantReference is the one given with the
+		// modification request, not necessarily the order's: it is found
+		// by the payment it names.
+		key = it.payment()
 	}
-	if strings.TrimSpace(it.MerchantReference) == "" {
-		return Callback{}, badRequest("merchantReference is missing")
+	if err != nil {
+		return unreadable(id, key, err), nil
+	}
+	// A payment's merchantReference is its order: one too long for an
+	// order code is refused (400). Anything else keeps a usable key.
+	if it.EventCode != adyenAuthorisation && (strings.TrimSpace(key) == "" || len(key) > callback.MaxBusinessKeyLen) {
+		key = it.PSPReference
+	}
+	return Callback{EventID: id, BusinessKey: key, Event: ev}, nil
+}
+
+// modification reports an item about an earlier payment, which it names
+// in originalReference.
+func (it *adyenItem) modification() bool {
+	switch it.EventCode {
+	case adyenRefund, adyenCancelOrRefund, adyenCancellation, adyenRefundFailed, adyenRefundedReversed, adyenChargebackNotice,
+		adyenChargeback, adyenChargebackReverse, adyenSecondChargeback, adyenPrearbitrationWon, adyenPrearbitrationLst:
+		return true
+	}
+	return false
+}
+
+// payment is the payment an item is about: its originalReference, else
+// (a chargeback notice may carry the payment's own reference) its
+// pspReference.
+func (it *adyenItem) payment() string {
+	if strings.TrimSpace(it.OriginalReference) != "" {
+		return it.OriginalReference
+	}
+	return it.PSPReference
+}
+
+// event maps a verified item's eventCode and success flag.
+func (it *adyenItem) event() (callback.PaymentEvent, error) {
+	ok := it.Success == "true"
+	ignored := func(why string) (callback.PaymentEvent, error) {
+		return callback.PaymentEvent{Ignored: fmt.Sprintf("adyen eventCode %s (success %s) %s", callback.Truncate(it.EventCode, 64), it.Success, why)}, nil
+	}
+	ev := callback.PaymentEvent{}
+	switch it.EventCode {
+	case adyenAuthorisation:
+		if strings.TrimSpace(it.MerchantReference) == "" {
+			return ev, badRequest("merchantReference is missing")
+		}
+		ev.OrderCode, ev.PaymentNo, ev.Status = it.MerchantReference, it.PSPReference, callback.PaymentFailed
+		if ok {
+			ev.Status = callback.PaymentSuccess
+			if t, err := time.Parse(time.RFC3339, it.EventDate); err == nil {
+				t = t.UTC()
+				ev.PaidAt = &t
+			}
+		}
+	case adyenRefund, adyenCancelOrRefund, adyenCancellation:
+		// A cancellation of the authorisation gives the shopper's money
+		// back as a refund does: the order was paid, and is no more.
+		ev.Type, ev.RefundNo, ev.PaymentNo, ev.Status = callback.TypeRefund, it.PSPReference, it.payment(), callback.RefundSuccess
+		if !ok {
+			ev.Status, ev.Reason = callback.RefundFailed, "adyen "+it.EventCode+" was refused"
+		}
+	case adyenRefundFailed:
+		if !ok {
+			return ignored("changes nothing")
+		}
+		ev.Type, ev.RefundNo, ev.PaymentNo, ev.Status, ev.Reason = callback.TypeRefund, it.PSPReference, it.payment(), callback.RefundFailed,
+			"adyen REFUND_FAILED: the refund failed after it was processed"
+	case adyenRefundedReversed:
+		if !ok {
+			return ignored("changes nothing")
+		}
+		ev.Type, ev.RefundNo, ev.PaymentNo, ev.Status = callback.TypeRefund, it.PSPReference, it.payment(), callback.RefundReversed
+	case adyenChargebackNotice, adyenChargeback, adyenSecondChargeback, adyenPrearbitrationLst, adyenChargebackReverse, adyenPrearbitrationWon:
+		if !ok {
+			return ignored("changes nothing")
+		}
+		// One dispute per payment: every stage of its chargeback moves it.
+		ev.Type, ev.PaymentNo = callback.TypeDispute, it.payment()
+		ev.DisputeID = ev.PaymentNo
+		switch it.EventCode {
+		case adyenChargebackNotice:
+			ev.Status = callback.DisputeOpen
+		case adyenChargeback, adyenSecondChargeback, adyenPrearbitrationLst:
+			ev.Status = callback.DisputeLost
+		default:
+			ev.Status = callback.DisputeWon
+		}
+	case adyenOrderClosed:
+		if ok {
+			return ignored("is an order whose payments all succeeded: its AUTHORISATION pays it")
+		}
+		if strings.TrimSpace(it.MerchantReference) == "" {
+			return ev, badRequest("merchantReference is missing")
+		}
+		return callback.PaymentEvent{Type: callback.TypeClose, OrderCode: it.MerchantReference,
+			Reason: "adyen ORDER_CLOSED: the order was not paid in full in time"}, nil
+	default:
+		return ignored("changes no payment")
 	}
 	if it.Amount == nil || isNullJSON(it.Amount.Value) {
-		return Callback{}, badRequest("amount.value is missing")
+		return ev, badRequest("amount.value is missing")
 	}
-	amount := it.amount
-	if amount < 0 {
-		return Callback{}, badRequest("amount.value must not be negative")
+	if it.amount < 0 {
+		return ev, badRequest("amount.value must not be negative")
 	}
-	amount, currency, err := adyenDigits.toISO(amount, it.Amount.Currency)
+	amount, currency, err := adyenDigits.toISO(it.amount, it.Amount.Currency)
 	if err != nil {
-		return Callback{}, badRequest("amount: %v", err)
+		return ev, badRequest("amount: %v", err)
 	}
-	ev := callback.PaymentEvent{
-		OrderCode: it.MerchantReference,
-		PaymentNo: it.PSPReference,
-		Amount:    amount,
-		Currency:  currency,
-		Status:    callback.PaymentFailed,
-	}
-	if it.Success == "true" {
-		ev.Status = callback.PaymentSuccess
-		if t, err := time.Parse(time.RFC3339, it.EventDate); err == nil {
-			t = t.UTC()
-			ev.PaidAt = &t
-		}
-	}
-	return Callback{EventID: id, BusinessKey: ev.OrderCode, Event: ev}, nil
+	ev.Amount, ev.Currency = amount, currency
+	return ev, nil
 }
 
 func (p *adyen) Accepted([]Stored) Answer {

@@ -46,7 +46,7 @@ type adyenItem struct {
 // adyenConfig is the adyen preset's keys, taking the tests' merchant
 // account.
 func adyenConfig(keys ...string) platform.Config {
-	return platform.Config{Secrets: keys, MerchantAccounts: "OtherECOM, CallgateECOM, merchantAccount"}
+	return platform.Config{Secrets: keys, MerchantAccounts: "OtherECOM, CallgateECOM, merchantAccount", Livemode: "false"}
 }
 
 func authorisation(psp, ref string, value int64, success string) adyenItem {
@@ -138,7 +138,7 @@ func TestAdyenPublishedVector(t *testing.T) {
 	cbs, err := p.Read(platform.Request{Body: adyenBody(vector.json(adyenVectorSig)), Now: time.Now()})
 	require.NoError(t, err, "the preset reads the published vector")
 	require.Equal(t, []platform.Callback{{EventID: "pspReference:EVENT:true", BusinessKey: "reference",
-		Event: callback.PaymentEvent{Ignored: "adyen eventCode EVENT is not AUTHORISATION"}}}, cbs)
+		Event: callback.PaymentEvent{Ignored: "adyen eventCode EVENT (success true) changes no payment"}}}, cbs)
 
 	for name, it := range map[string]adyenItem{
 		"amount":            func() adyenItem { v := vector; v.Value = 1001; return v }(),

@@ -22,8 +22,11 @@ import (
 // payment: trade_no; amount: total_amount in yuan (or in trans_currency
 // when the notification names one), converted to minor units;
 // paid at: gmt_payment (China time). trade_status TRADE_SUCCESS and
-// TRADE_FINISHED pay, TRADE_CLOSED fails, any other (WAIT_BUYER_PAY) is
-// stored and processed without effect. Keys: public_keys, the "Alipay
+// TRADE_FINISHED pay; with refund_fee above zero they are a refund of
+// out_biz_no whose running total is refund_fee; TRADE_CLOSED with
+// refund_fee is a (full) refund likewise, without it a closure of the
+// unpaid trade; any other status (WAIT_BUYER_PAY) is stored and processed
+// without effect (see interpret). Keys: public_keys, the "Alipay
 // public key" (not the app's key) as the console shows it (bare base64) or
 // as PEM; several during a rotation, any may verify. Merchant: app_id
 // (required) must match every notification's app_id, and seller_id, when
@@ -74,10 +77,7 @@ var (
 )
 
 func (p *alipay) Read(req Request) ([]Callback, error) {
-	if err := needMediaType(req.Header, alipayContentType); err != nil {
-		return nil, err
-	}
-	f, err := ParseForm(req.Body)
+	f, err := p.form(req)
 	if err != nil {
 		return nil, err
 	}
@@ -90,12 +90,46 @@ func (p *alipay) Read(req Request) ([]Callback, error) {
 	case st != alipaySignType:
 		return nil, fmt.Errorf("sign_type %q is not accepted, only RSA2 (SHA256withRSA): %w", truncate(st), signature.ErrMalformed)
 	}
-	if cs := f["charset"]; cs != "" && !strings.EqualFold(cs, alipayCharset) {
-		return nil, badRequest("charset %q is not supported: set the app's charset to utf-8", truncate(cs))
-	}
 	if err := p.keys.VerifyAny(alipaySignedContent(f), sign); err != nil {
 		return nil, fmt.Errorf("parameter sign: %w", err)
 	}
+	return p.interpret(f)
+}
+
+func (p *alipay) Reread(req Request) ([]Callback, error) {
+	f, err := p.form(req)
+	if err != nil {
+		return nil, err
+	}
+	return p.interpret(f)
+}
+
+// form reads the request's form body.
+func (p *alipay) form(req Request) (Form, error) {
+	if err := needMediaType(req.Header, alipayContentType); err != nil {
+		return nil, err
+	}
+	f, err := ParseForm(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	if cs := f["charset"]; cs != "" && !strings.EqualFold(cs, alipayCharset) {
+		return nil, badRequest("charset %q is not supported: set the app's charset to utf-8", truncate(cs))
+	}
+	return f, nil
+}
+
+// interpret checks a verified notification's merchant and maps it to its
+// event. The trade's notifications report its whole life
+// (opendocs.alipay.com/open/270/105902, "异步通知参数"; refunds:
+// opendocs.alipay.com/open/02e7gm, alipay.trade.refund, which notifies the
+// trade's notify_url): TRADE_SUCCESS and TRADE_FINISHED pay; the same with
+// refund_fee above zero (and gmt_refund, out_biz_no) is a partial refund,
+// refund_fee being everything refunded of the trade so far; TRADE_CLOSED
+// with refund_fee is a full refund, without it an unpaid trade closed
+// (timed out or cancelled). Alipay's pages do not say that every refund
+// notifies (README, "Alipay").
+func (p *alipay) interpret(f Form) ([]Callback, error) {
 	// Signed, and ours: Alipay's own demo checks both.
 	if f["app_id"] != p.appID {
 		return nil, foreign("app_id", f["app_id"])
@@ -113,47 +147,66 @@ func (p *alipay) Read(req Request) ([]Callback, error) {
 	if err != nil {
 		return nil, err
 	}
+	order := f["out_trade_no"]
+	ev, err := alipayEvent(f)
+	if err != nil {
+		return []Callback{unreadable(id, order, err)}, nil
+	}
+	return []Callback{{EventID: id, BusinessKey: order, Event: ev}}, nil
+}
+
+// alipayEvent maps a notification's fields to its event.
+func alipayEvent(f Form) (callback.PaymentEvent, error) {
 	order, err := f.Need("out_trade_no")
 	if err != nil {
-		return nil, err
+		return callback.PaymentEvent{}, err
 	}
 	status, err := f.Need("trade_status")
 	if err != nil {
-		return nil, err
+		return callback.PaymentEvent{}, err
 	}
 	ev := callback.PaymentEvent{OrderCode: order}
-	switch status {
-	case alipayTradeSuccess, alipayTradeDone:
-		ev.Status = callback.PaymentSuccess
-	case alipayTradeClosed:
-		ev.Status = callback.PaymentFailed
-	default:
-		ev = callback.PaymentEvent{Ignored: fmt.Sprintf("alipay trade_status %s is neither a payment nor a failed payment", truncate(status))}
-		return []Callback{{EventID: id, BusinessKey: order, Event: ev}}, nil
-	}
-	if ev.PaymentNo, err = f.Need("trade_no"); err != nil {
-		return nil, err
-	}
-	amount, err := f.Need("total_amount")
-	if err != nil {
-		return nil, err
-	}
-	// total_amount is in trans_currency when the order was priced in a
+	// Amounts are in trans_currency when the order was priced in a
 	// foreign currency (cross-border), else in yuan.
 	currency := alipayCurrency
 	if c := f["trans_currency"]; c != "" {
 		currency = c
 	}
-	if ev.Amount, ev.Currency, err = AmountIn(amount, currency); err != nil {
-		return nil, badRequest("total_amount: %v", err)
-	}
-	if ev.Status == callback.PaymentSuccess {
-		if t, err := time.ParseInLocation(chinaTimeLayout, f["gmt_payment"], chinaTime); err == nil {
-			t = t.UTC()
-			ev.PaidAt = &t
+	var refunded int64
+	if fee := f["refund_fee"]; fee != "" {
+		if refunded, ev.Currency, err = AmountIn(fee, currency); err != nil {
+			return ev, badRequest("refund_fee: %v", err)
 		}
 	}
-	return []Callback{{EventID: id, BusinessKey: order, Event: ev}}, nil
+	switch status {
+	case alipayTradeSuccess, alipayTradeDone, alipayTradeClosed:
+	default:
+		return callback.PaymentEvent{Ignored: fmt.Sprintf("alipay trade_status %s is neither a payment, a refund nor a closure", truncate(status))}, nil
+	}
+	if status == alipayTradeClosed && refunded == 0 {
+		return callback.PaymentEvent{Type: callback.TypeClose, OrderCode: order, Reason: "alipay TRADE_CLOSED: the trade closed unpaid"}, nil
+	}
+	if ev.PaymentNo, err = f.Need("trade_no"); err != nil {
+		return ev, err
+	}
+	if refunded > 0 {
+		ev.Type, ev.Status, ev.RefundedTotal = callback.TypeRefund, callback.RefundSuccess, &refunded
+		ev.RefundNo = f["out_biz_no"] // "": a running total that names no refund
+		return ev, nil
+	}
+	ev.Status = callback.PaymentSuccess
+	amount, err := f.Need("total_amount")
+	if err != nil {
+		return ev, err
+	}
+	if ev.Amount, ev.Currency, err = AmountIn(amount, currency); err != nil {
+		return ev, badRequest("total_amount: %v", err)
+	}
+	if t, err := time.ParseInLocation(chinaTimeLayout, f["gmt_payment"], chinaTime); err == nil {
+		t = t.UTC()
+		ev.PaidAt = &t
+	}
+	return ev, nil
 }
 
 // alipaySignedContent is what Alipay signs (rsaCheckV1): every parameter

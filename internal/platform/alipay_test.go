@@ -171,7 +171,7 @@ func TestAlipayClosedAndWaiting(t *testing.T) {
 	closed := alipayExample("out_trade_no", "ALI-CLOSED", "notify_id", "n-closed", "trade_status", "TRADE_CLOSED").signed(k)
 	requireAlipayAnswer(t, p.Post(t, "alipay", closed, alipayHeader()), http.StatusOK, "success", "TRADE_CLOSED")
 	p.Settled(t, "alipay", "n-closed")
-	require.Equal(t, payment.OrderPaymentFailed, p.Order(t, "ALI-CLOSED").PaymentStatus)
+	require.Equal(t, payment.OrderClosed, p.Order(t, "ALI-CLOSED").PaymentStatus, "TRADE_CLOSED without refund_fee closes the unpaid trade")
 
 	p.CreateOrder(t, "ALI-WAIT", 200, "CNY")
 	waiting := alipayExample("out_trade_no", "ALI-WAIT", "notify_id", "n-wait", "trade_status", "WAIT_BUYER_PAY").signed(k)
@@ -237,7 +237,6 @@ func TestAlipayReadErrors(t *testing.T) {
 		"charset gbk":  {alipayExample("charset", "GBK").signed(k), `charset "GBK" is not supported`},
 		"other app":    {alipayExample("app_id", "x").signed(k), `app_id "x" is not this source's`},
 		"no notify_id": {alipayExample("notify_id", "").signed(k), "parameter notify_id is missing"},
-		"bad amount":   {alipayExample("total_amount", "2.001").signed(k), "total_amount: amount \"2.001\" has more than 2 decimal places"},
 		"duplicate":    {append(ex.signed(k), "&app_id="+alipayAppID...), `parameter "app_id" appears twice`},
 	}
 	for name, c := range bad {
@@ -246,4 +245,9 @@ func TestAlipayReadErrors(t *testing.T) {
 		require.False(t, platform.IsUnauthenticated(err), "%s is a 400", name)
 	}
 	require.NoError(t, read(alipayExample("charset", "UTF-8").signed(k)), "the charset's case does not matter")
+	// Signed and ours, but unreadable: kept, with the reason.
+	cbs, err := p.Read(platform.Request{Header: alipayHeader(), Body: alipayExample("total_amount", "2.001").signed(k), Now: time.Now()})
+	require.NoError(t, err)
+	require.Equal(t, `the notification could not be read: total_amount: amount "2.001" has more than 2 decimal places`, cbs[0].Unreadable)
+	require.Nil(t, cbs[0].Event)
 }

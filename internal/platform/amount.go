@@ -40,6 +40,9 @@ func MinorUnits(s string, digits int) (int64, error) {
 		if i < len(frac) {
 			d = int64(frac[i] - '0')
 		}
+		if n > (math.MaxInt64-d)/10 {
+			return 0, fmt.Errorf("amount %q is too large", s)
+		}
 		n = n*10 + d
 	}
 	return n, nil

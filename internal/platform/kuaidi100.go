@@ -114,6 +114,23 @@ func (p *kuaidi100) Read(req Request) ([]Callback, error) {
 	if err := p.verifier.Verify(param, form["sign"]); err != nil {
 		return nil, err
 	}
+	return p.interpret(param)
+}
+
+func (p *kuaidi100) Reread(req Request) ([]Callback, error) {
+	form, err := ParseForm(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	param, err := form.Need("param")
+	if err != nil {
+		return nil, err
+	}
+	return p.interpret(param)
+}
+
+// interpret maps a verified push's param to its carrier event.
+func (p *kuaidi100) interpret(param string) ([]Callback, error) {
 	raw := []byte(param)
 	if err := callback.CheckJSONShape(raw); err != nil {
 		return nil, badRequest("param: %v", err)

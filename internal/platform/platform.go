@@ -45,6 +45,21 @@ type Callback struct {
 	// Event is the canonical event: a callback.PaymentEvent or a
 	// callback.CarrierEvent.
 	Event any
+	// Unreadable, when set, says why a notification whose signature and
+	// merchant held could not be read into an event (Event is then nil):
+	// it is stored, FAILED with this reason, and read again when replayed
+	// (see callback.Unreadable).
+	Unreadable string
+}
+
+// unreadable is the Callback of a verified notification, bound to our
+// merchant, that cannot be read: kept under its event id and, when it has
+// a usable one, its business key.
+func unreadable(id, key string, err error) Callback {
+	if strings.TrimSpace(key) == "" || len(key) > callback.MaxBusinessKeyLen {
+		key = id
+	}
+	return Callback{EventID: id, BusinessKey: key, Unreadable: "the notification could not be read: " + err.Error()}
 }
 
 // Stored is what storing one callback gave.
@@ -73,6 +88,11 @@ type Platform interface {
 	// show the sender.
 	// One bad callback refuses the whole request.
 	Read(req Request) ([]Callback, error)
+	// Reread reads a stored request again without verifying its
+	// signature (it held when the request arrived; a signed timestamp's
+	// window has passed since): a replay of a notification that could not
+	// be read, after a configuration fix. The merchant is checked again.
+	Reread(req Request) ([]Callback, error)
 	// Headers lists the request headers stored with the callback.
 	Headers() []string
 	// Accepted is the answer once every callback is stored (duplicates
@@ -114,8 +134,8 @@ type Config struct {
 	// (signed) must be one of them.
 	MerchantAccounts string `yaml:"merchant_accounts"`
 	// Livemode is "true" (the default) or "false": a Stripe event's
-	// livemode must equal it, so a test-mode event never pays a live
-	// order.
+	// livemode, an Adyen notification's live, must equal it, so a
+	// test-mode event never pays a live order.
 	Livemode string `yaml:"livemode"`
 	// Account, when set, is the Stripe connected account (acct_...) whose
 	// events this source takes: an event's account must equal it. When
@@ -273,7 +293,7 @@ var presets = map[string]preset{
 		"platform.secrets (STRIPE_WEBHOOK_SECRET)", nil, newStripe},
 	"shopify": {callback.KindPayment, []string{"secrets", "order_path", "shop_domains"},
 		"platform.secrets (SHOPIFY_WEBHOOK_SECRET)", []required{{"shop_domains", "SHOPIFY_SHOP_DOMAINS"}}, newShopify},
-	"adyen": {callback.KindPayment, []string{"secrets", "merchant_accounts"},
+	"adyen": {callback.KindPayment, []string{"secrets", "merchant_accounts", "livemode"},
 		"platform.secrets (ADYEN_HMAC_KEY)", []required{{"merchant_accounts", "ADYEN_MERCHANT_ACCOUNTS"}}, newAdyen},
 	"kuaidi100": {callback.KindLogistics, []string{"secrets"}, "platform.secrets (KUAIDI100_SALT)", nil, newKuaidi100},
 }

@@ -3,6 +3,7 @@ package platform
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"callgate/internal/callback"
@@ -46,7 +47,12 @@ const (
 	shopifyTopicHeader   = "X-Shopify-Topic"
 	shopifyShopHeader    = "X-Shopify-Shop-Domain"
 	shopifyTopicPaid     = "orders/paid"
-	shopifyFinancialPaid = "paid"
+	// The lifecycle topics.
+	shopifyTopicCancelled     = "orders/cancelled"
+	shopifyTopicRefund        = "refunds/create"
+	shopifyTopicDisputeCreate = "disputes/create"
+	shopifyTopicDisputeUpdate = "disputes/update"
+	shopifyFinancialPaid      = "paid"
 )
 
 // ShopifyOrderPathDefault is where the shopify preset reads the order code.
@@ -83,11 +89,24 @@ func (p *shopify) Read(req Request) ([]Callback, error) {
 	if _, err := p.verifier.Verify(req.Header, req.Body, req.Now); err != nil {
 		return nil, err
 	}
-	shop := strings.TrimSpace(req.Header.Get(shopifyShopHeader))
+	return p.interpret(req)
+}
+
+func (p *shopify) Reread(req Request) ([]Callback, error) { return p.interpret(req) }
+
+// interpret checks a verified delivery's shop and maps it by topic
+// (shopify.dev/docs/api/webhooks, "List of topics"): orders/paid pays;
+// orders/cancelled closes; refunds/create counts or fails a refund
+// (shopify.dev/docs/api/admin-rest/latest/resources/refund); disputes/create
+// and disputes/update move a Shopify Payments dispute
+// (shopify.dev/docs/api/admin-rest/latest/resources/dispute). Any other
+// topic is stored and processed without effect.
+func (p *shopify) interpret(req Request) ([]Callback, error) {
+	shop := strings.ToLower(strings.TrimSpace(req.Header.Get(shopifyShopHeader)))
 	if shop == "" {
 		return nil, badRequest("header %s is missing", shopifyShopHeader)
 	}
-	if !p.shops[strings.ToLower(shop)] {
+	if !p.shops[shop] {
 		return nil, foreign(shopifyShopHeader, shop)
 	}
 	topic := strings.TrimSpace(req.Header.Get(shopifyTopicHeader))
@@ -95,64 +114,234 @@ func (p *shopify) Read(req Request) ([]Callback, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, err := shopifyEventID(obj, topic, req.Header)
-	if err != nil {
-		return nil, err
-	}
-	key := func() string {
-		if name, err := obj.Scalar(p.orderPath); err == nil {
-			if code := ShopifyOrderCode(shop, name); len(code) <= callback.MaxBusinessKeyLen {
-				return code
-			}
+	// The shop header is not signed; where the signed body names a shop
+	// (an order's order_status_url on its myshopify.com domain), it must
+	// be the same one, so a body captured from one shop is never taken as
+	// another's.
+	if u, err := obj.Scalar("order_status_url"); err == nil {
+		if host := shopifyHost(u); strings.HasSuffix(host, ".myshopify.com") && host != shop {
+			return nil, foreign("order_status_url", host)
 		}
-		return id
 	}
-	if topic != shopifyTopicPaid {
-		ev := callback.PaymentEvent{Ignored: fmt.Sprintf("shopify topic %q is not %s", truncate(topic), shopifyTopicPaid)}
-		return []Callback{{EventID: id, BusinessKey: key(), Event: ev}}, nil
-	}
-	// The topic header is not signed: the signed body must say paid too,
-	// or a captured orders/create body re-sent as orders/paid would pay.
-	if fs, _ := obj.Scalar("financial_status"); fs != shopifyFinancialPaid {
-		ev := callback.PaymentEvent{Ignored: fmt.Sprintf("shopify order financial_status %q is not %s", truncate(fs), shopifyFinancialPaid)}
-		return []Callback{{EventID: id, BusinessKey: key(), Event: ev}}, nil
-	}
-	ev := callback.PaymentEvent{Status: callback.PaymentSuccess}
-	name, err := obj.Scalar(p.orderPath)
+	id, err := shopifyEventID(obj, shop, topic, req.Header)
 	if err != nil {
 		return nil, err
 	}
-	ev.OrderCode = ShopifyOrderCode(shop, name)
-	if ev.PaymentNo, err = obj.Scalar("id"); err != nil {
-		return nil, err
+	key := id
+	if name, err := obj.Scalar(p.orderPath); err == nil && strings.HasPrefix(topic, "orders/") {
+		if code := ShopifyOrderCode(shop, name); len(code) <= callback.MaxBusinessKeyLen {
+			key = code
+		}
+	} else if no, err := obj.Scalar("order_id"); err == nil && len(no) < 64 {
+		// A refund or dispute names the order by Shopify's id: its key
+		// is the order's payment number, as its order finds it.
+		key = shop + "/order_id:" + no
+	}
+	ev, err := p.event(obj, shop, topic)
+	if err != nil {
+		return []Callback{unreadable(id, key, err)}, nil
+	}
+	return []Callback{{EventID: id, BusinessKey: key, Event: ev}}, nil
+}
+
+// shopifyHost is the lower-case host of an absolute URL, or "".
+func shopifyHost(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Hostname())
+}
+
+// event maps a delivery of topic.
+func (p *shopify) event(obj callback.Object, shop, topic string) (callback.PaymentEvent, error) {
+	var ev callback.PaymentEvent
+	switch topic {
+	case shopifyTopicPaid:
+		// The topic header is not signed: the signed body must say paid
+		// too, or a captured orders/create body re-sent as orders/paid
+		// would pay.
+		if fs, _ := obj.Scalar("financial_status"); fs != shopifyFinancialPaid {
+			return callback.PaymentEvent{Ignored: fmt.Sprintf("shopify order financial_status %q is not %s", truncate(fs), shopifyFinancialPaid)}, nil
+		}
+		ev.Status = callback.PaymentSuccess
+		name, err := obj.Scalar(p.orderPath)
+		if err != nil {
+			return ev, err
+		}
+		ev.OrderCode = ShopifyOrderCode(shop, name)
+		if ev.PaymentNo, err = obj.Scalar("id"); err != nil {
+			return ev, err
+		}
+		currency, err := obj.Scalar("currency")
+		if err != nil {
+			return ev, err
+		}
+		total, err := obj.Scalar("total_price")
+		if err != nil {
+			return ev, err
+		}
+		if ev.Amount, ev.Currency, err = AmountIn(total, currency); err != nil {
+			return ev, badRequest("total_price: %v", err)
+		}
+		return ev, nil
+	case shopifyTopicCancelled:
+		// The signed body must say cancelled too.
+		if at, _ := obj.Scalar("cancelled_at"); at == "" {
+			return callback.PaymentEvent{Ignored: "shopify order has no cancelled_at: it is not cancelled"}, nil
+		}
+		name, err := obj.Scalar(p.orderPath)
+		if err != nil {
+			return ev, err
+		}
+		reason, _ := obj.Scalar("cancel_reason")
+		return callback.PaymentEvent{Type: callback.TypeClose, OrderCode: ShopifyOrderCode(shop, name),
+			Reason: strings.TrimSpace("shopify orders/cancelled " + reason)}, nil
+	case shopifyTopicRefund:
+		return shopifyRefund(obj)
+	case shopifyTopicDisputeCreate, shopifyTopicDisputeUpdate:
+		return shopifyDispute(obj)
+	}
+	return callback.PaymentEvent{Ignored: fmt.Sprintf("shopify topic %q changes no payment", truncate(topic))}, nil
+}
+
+// shopifyRefund maps a Refund: its successful refund transactions are
+// what it gave back; one whose refund transactions all failed failed. Its
+// payment is the order it refunds (order_id, the payment number orders/paid
+// recorded).
+func shopifyRefund(obj callback.Object) (callback.PaymentEvent, error) {
+	ev := callback.PaymentEvent{Type: callback.TypeRefund}
+	var err error
+	if ev.RefundNo, err = obj.Scalar("id"); err != nil {
+		return ev, err
+	}
+	if ev.PaymentNo, err = obj.Scalar("order_id"); err != nil {
+		return ev, err
+	}
+	txs, ok := obj.Array("transactions")
+	if !ok {
+		return ev, badRequest("transactions is missing")
+	}
+	var succeeded, failed int
+	var total, failedTotal int64
+	for i, raw := range txs {
+		m, isMap := raw.(map[string]any)
+		if !isMap {
+			return ev, badRequest("transactions[%d] is not an object", i)
+		}
+		tx := callback.Object(m)
+		if kind, _ := tx.Scalar("kind"); kind != "refund" {
+			continue
+		}
+		amount, err := decimalAt(tx, "amount") // "10.00" or 10.00
+		if err != nil {
+			return ev, badRequest("transactions[%d]: %v", i, err)
+		}
+		currency, err := tx.Scalar("currency")
+		if err != nil {
+			return ev, badRequest("transactions[%d]: %v", i, err)
+		}
+		n, c, err := AmountIn(amount, currency)
+		if err != nil {
+			return ev, badRequest("transactions[%d].amount: %v", i, err)
+		}
+		if ev.Currency != "" && c != ev.Currency {
+			return ev, badRequest("transactions[%d].currency %s differs from %s", i, c, ev.Currency)
+		}
+		ev.Currency = c
+		switch status, _ := tx.Scalar("status"); status {
+		case "success":
+			succeeded++
+			total += n
+		case "failure", "error":
+			failed++
+			failedTotal += n
+		}
+	}
+	switch {
+	case succeeded > 0:
+		ev.Status, ev.Amount = callback.RefundSuccess, total
+	case failed > 0:
+		ev.Status, ev.Amount, ev.Reason = callback.RefundFailed, failedTotal, "shopify refund transactions failed"
+	default:
+		return callback.PaymentEvent{Ignored: fmt.Sprintf("shopify refund %s has no settled refund transaction", ev.RefundNo)}, nil
+	}
+	return ev, nil
+}
+
+// shopifyDispute maps a Dispute by its status: needs_response and
+// under_review are open; won is won; lost, accepted (the merchant
+// accepted the chargeback) and charge_refunded are lost.
+func shopifyDispute(obj callback.Object) (callback.PaymentEvent, error) {
+	ev := callback.PaymentEvent{Type: callback.TypeDispute}
+	var err error
+	if ev.DisputeID, err = obj.Scalar("id"); err != nil {
+		return ev, err
+	}
+	if ev.PaymentNo, err = obj.Scalar("order_id"); err != nil {
+		return ev, err
+	}
+	status, err := obj.Scalar("status")
+	if err != nil {
+		return ev, err
+	}
+	switch status {
+	case "needs_response", "under_review":
+		ev.Status = callback.DisputeOpen
+	case "won":
+		ev.Status = callback.DisputeWon
+	case "lost", "accepted", "charge_refunded":
+		ev.Status = callback.DisputeLost
+	default:
+		return ev, badRequest("status %q is not a dispute status", truncate(status))
+	}
+	amount, err := decimalAt(obj, "amount")
+	if err != nil {
+		return ev, err
 	}
 	currency, err := obj.Scalar("currency")
 	if err != nil {
-		return nil, err
+		return ev, err
 	}
-	total, err := obj.Scalar("total_price")
-	if err != nil {
-		return nil, err
+	if ev.Amount, ev.Currency, err = AmountIn(amount, currency); err != nil {
+		return ev, badRequest("amount: %v", err)
 	}
-	if ev.Amount, ev.Currency, err = AmountIn(total, currency); err != nil {
-		return nil, badRequest("total_price: %v", err)
-	}
-	return []Callback{{EventID: id, BusinessKey: ev.OrderCode, Event: ev}}, nil
+	return ev, nil
 }
 
-// shopifyEventID is the event id of a delivery: "<id>:<topic>:<updated_at>"
-// from the signed body when it has both, else X-Shopify-Webhook-Id.
-func shopifyEventID(obj callback.Object, topic string, h http.Header) (string, error) {
+// decimalAt reads a decimal amount sent as a string ("10.00") or as a
+// number (10.00).
+func decimalAt(obj callback.Object, path string) (string, error) {
+	if s, err := obj.Number(path); err == nil {
+		return s, nil
+	}
+	s, _ := obj.Scalar(path)
+	if s == "" {
+		return "", &callback.FieldError{Field: path, Reason: "must be a decimal amount"}
+	}
+	return s, nil
+}
+
+// shopifyEventID is the event id of a delivery: from the signed body,
+// "<shop>/<id>:<topic>:<updated_at>" (created_at for a body that has no
+// updated_at, a Refund), which every retry of a delivery repeats, so that
+// a captured body re-sent with a new X-Shopify-Webhook-Id is a duplicate,
+// and one shop's resource never collides with another's; a body without
+// them falls back to "<shop>/" and X-Shopify-Webhook-Id.
+func shopifyEventID(obj callback.Object, shop, topic string, h http.Header) (string, error) {
 	id, errID := obj.Scalar("id")
-	updated, errUpdated := obj.Scalar("updated_at")
-	if errID == nil && errUpdated == nil {
-		return id + ":" + topic + ":" + updated, nil
+	at, errAt := obj.Scalar("updated_at")
+	if errAt != nil {
+		at, errAt = obj.Scalar("created_at")
+	}
+	if errID == nil && errAt == nil {
+		return shop + "/" + id + ":" + topic + ":" + at, nil
 	}
 	hdr := strings.TrimSpace(h.Get(shopifyWebhookHeader))
 	if hdr == "" {
 		return "", badRequest("header %s is missing", shopifyWebhookHeader)
 	}
-	return hdr, nil
+	return shop + "/" + hdr, nil
 }
 
 func (p *shopify) Accepted(stored []Stored) Answer { return acceptedJSON(stored) }

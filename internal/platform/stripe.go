@@ -13,9 +13,12 @@ import (
 // Stripe (preset stripe): a JSON Event signed in Stripe-Signature
 // (t=...,v1=... over "t.body", HMAC-SHA256 keyed with the whole whsec_
 // secret), with a timestamp window. Event id: id. payment_intent.succeeded
-// pays, payment_intent.payment_failed fails, any other type is stored and
+// pays, payment_intent.payment_failed fails; refunds, disputes and
+// cancellations are mapped by interpret; any other type is stored and
 // processed without effect. Order: data.object.metadata.order_code (or
-// order_path); payment: data.object.id; amount: data.object.amount_received
+// order_path; an event without it is about its PaymentIntent, and finds
+// its order by that payment); payment: data.object.id (a PaymentIntent) or
+// data.object.payment_intent; amount: data.object.amount_received
 // for a success, data.object.amount for a failure, in Stripe's minor units
 // (converted to ISO 4217's where Stripe counts otherwise: MGA, ISK, UGX);
 // currency: data.object.currency. Keys: secrets (several during a roll).
@@ -59,7 +62,22 @@ func (p *stripe) Read(req Request) ([]Callback, error) {
 	if _, err := p.verifier.Verify(req.Header, req.Body, req.Now); err != nil {
 		return nil, err
 	}
-	obj, err := callback.ParseObject(req.Body)
+	return p.interpret(req.Body)
+}
+
+func (p *stripe) Reread(req Request) ([]Callback, error) { return p.interpret(req.Body) }
+
+// interpret checks a verified event's mode and account and maps it to its
+// event, by type (docs.stripe.com/api/events/types): the PaymentIntent's
+// succeeded, payment_failed and canceled; charge.refunded (the Charge's
+// amount_refunded, a running total: docs.stripe.com/api/charges/object);
+// refund.created, refund.updated, refund.failed and charge.refund.updated
+// (a Refund, by its status: docs.stripe.com/api/refunds/object);
+// charge.dispute.created and charge.dispute.closed (a Dispute, won or
+// lost: docs.stripe.com/api/disputes/object). Any other type is stored and
+// processed without effect.
+func (p *stripe) interpret(body []byte) ([]Callback, error) {
+	obj, err := callback.ParseObject(body)
 	if err != nil {
 		return nil, err
 	}
@@ -88,50 +106,166 @@ func (p *stripe) Read(req Request) ([]Callback, error) {
 		}
 		return nil, foreign("account", account)
 	}
-	ev := callback.PaymentEvent{}
-	switch typ {
-	case "payment_intent.succeeded":
-		ev.Status = callback.PaymentSuccess
-	case "payment_intent.payment_failed":
-		ev.Status = callback.PaymentFailed
-	default:
-		ev.Ignored = fmt.Sprintf("stripe event type %s is neither a payment nor a failed payment", typ)
-		return []Callback{{EventID: id, BusinessKey: orderOr(obj, p.orderPath, id), Event: ev}}, nil
+	ev, err := p.event(obj, typ)
+	// The order, when the event names it (a code too long for one is
+	// refused, 400); else the payment it is about.
+	key, _ := obj.Scalar(p.orderPath)
+	if key == "" {
+		key = stripePayment(obj)
 	}
-	if ev.OrderCode, err = obj.Scalar(p.orderPath); err != nil {
-		return nil, err
-	}
-	if ev.PaymentNo, err = obj.Scalar("data.object.id"); err != nil {
-		return nil, err
-	}
-	// A success pays what was received (a PaymentIntent of amount 5000
-	// may have received 100); a failure is about the amount asked.
-	amountField := "data.object.amount_received"
-	if ev.Status == callback.PaymentFailed {
-		amountField = "data.object.amount"
-	}
-	amount, err := obj.Scalar(amountField)
 	if err != nil {
-		return nil, err
+		return []Callback{unreadable(id, key, err)}, nil
+	}
+	if key == "" {
+		key = id
+	}
+	return []Callback{{EventID: id, BusinessKey: key, Event: ev}}, nil
+}
+
+// stripePayment is the PaymentIntent an event's object is, or belongs to
+// (its charge when it has none).
+func stripePayment(obj callback.Object) string {
+	if t, _ := obj.Scalar("data.object.object"); t == "payment_intent" {
+		s, _ := obj.Scalar("data.object.id")
+		return s
+	}
+	if s, err := obj.Scalar("data.object.payment_intent"); err == nil && s != "" {
+		return s
+	}
+	s, _ := obj.Scalar("data.object.charge")
+	return s
+}
+
+// event maps an event of type typ.
+func (p *stripe) event(obj callback.Object, typ string) (callback.PaymentEvent, error) {
+	var ev callback.PaymentEvent
+	var err error
+	switch typ {
+	case "payment_intent.succeeded", "payment_intent.payment_failed":
+		ev.Status = callback.PaymentSuccess
+		// A success pays what was received (a PaymentIntent of amount 5000
+		// may have received 100); a failure is about the amount asked.
+		amountField := "data.object.amount_received"
+		if typ == "payment_intent.payment_failed" {
+			ev.Status, amountField = callback.PaymentFailed, "data.object.amount"
+		}
+		if ev.OrderCode, err = obj.Scalar(p.orderPath); err != nil {
+			return ev, err
+		}
+		if ev.PaymentNo, err = obj.Scalar("data.object.id"); err != nil {
+			return ev, err
+		}
+		if ev.Amount, ev.Currency, err = stripeAmount(obj, amountField); err != nil {
+			return ev, err
+		}
+		if created, err := obj.Scalar("created"); err == nil && ev.Status == callback.PaymentSuccess {
+			if sec, err := MinorUnits(created, 0); err == nil {
+				t := time.Unix(sec, 0).UTC()
+				ev.PaidAt = &t
+			}
+		}
+		return ev, nil
+	case "payment_intent.canceled":
+		ev.Type = callback.TypeClose
+		ev.OrderCode, _ = obj.Scalar(p.orderPath)
+		if ev.PaymentNo, err = obj.Scalar("data.object.id"); err != nil {
+			return ev, err
+		}
+		reason, _ := obj.Scalar("data.object.cancellation_reason")
+		ev.Reason = strings.TrimSpace("stripe payment_intent.canceled " + reason)
+		return ev, nil
+	case "charge.refunded":
+		ev.Type, ev.Status = callback.TypeRefund, callback.RefundSuccess
+		ev.OrderCode, _ = obj.Scalar(p.orderPath)
+		if ev.PaymentNo = stripePayment(obj); ev.PaymentNo == "" {
+			return ev, badRequest("data.object.payment_intent is missing")
+		}
+		total, currency, err := stripeAmount(obj, "data.object.amount_refunded")
+		if err != nil {
+			return ev, err
+		}
+		ev.RefundedTotal, ev.Currency = &total, currency
+		return ev, nil
+	case "refund.created", "refund.updated", "refund.failed", "charge.refund.updated":
+		ev.Type = callback.TypeRefund
+		ev.OrderCode, _ = obj.Scalar(p.orderPath)
+		if ev.RefundNo, err = obj.Scalar("data.object.id"); err != nil {
+			return ev, err
+		}
+		if ev.PaymentNo = stripePayment(obj); ev.PaymentNo == "" {
+			return ev, badRequest("data.object.payment_intent is missing")
+		}
+		status, err := obj.Scalar("data.object.status")
+		if err != nil {
+			return ev, err
+		}
+		switch {
+		case typ == "refund.failed" || status == "failed":
+			ev.Status = callback.RefundFailed
+			ev.Reason, _ = obj.Scalar("data.object.failure_reason")
+		case status == "canceled":
+			ev.Status, ev.Reason = callback.RefundFailed, "canceled"
+		case status == "succeeded":
+			ev.Status = callback.RefundSuccess
+		default: // pending, requires_action
+			return callback.PaymentEvent{Ignored: fmt.Sprintf("stripe refund %s is %s", ev.RefundNo, truncate(status))}, nil
+		}
+		if ev.Amount, ev.Currency, err = stripeAmount(obj, "data.object.amount"); err != nil {
+			return ev, err
+		}
+		return ev, nil
+	case "charge.dispute.created", "charge.dispute.closed":
+		ev.Type = callback.TypeDispute
+		ev.OrderCode, _ = obj.Scalar(p.orderPath)
+		if ev.DisputeID, err = obj.Scalar("data.object.id"); err != nil {
+			return ev, err
+		}
+		if ev.PaymentNo = stripePayment(obj); ev.PaymentNo == "" {
+			return ev, badRequest("data.object.payment_intent is missing")
+		}
+		ev.Status = callback.DisputeOpen
+		if typ == "charge.dispute.closed" {
+			status, err := obj.Scalar("data.object.status")
+			if err != nil {
+				return ev, err
+			}
+			switch status {
+			case "won", "warning_closed": // an inquiry closed without a chargeback
+				ev.Status = callback.DisputeWon
+			case "lost":
+				ev.Status = callback.DisputeLost
+			default:
+				return ev, badRequest("data.object.status %q of a closed dispute is neither won nor lost", truncate(status))
+			}
+		}
+		if ev.Amount, ev.Currency, err = stripeAmount(obj, "data.object.amount"); err != nil {
+			return ev, err
+		}
+		return ev, nil
+	}
+	return callback.PaymentEvent{Ignored: fmt.Sprintf("stripe event type %s changes no payment", typ)}, nil
+}
+
+// stripeAmount reads the integer amount at field with the object's
+// currency, in ISO 4217 minor units.
+func stripeAmount(obj callback.Object, field string) (int64, string, error) {
+	amount, err := obj.Scalar(field)
+	if err != nil {
+		return 0, "", err
 	}
 	value, err := MinorUnits(amount, 0)
 	if err != nil {
-		return nil, badRequest("%s: %v", amountField, err)
+		return 0, "", badRequest("%s: %v", field, err)
 	}
 	currency, err := obj.Scalar("data.object.currency")
 	if err != nil {
-		return nil, err
+		return 0, "", err
 	}
-	if ev.Amount, ev.Currency, err = stripeDigits.toISO(value, currency); err != nil {
-		return nil, badRequest("%s: %v", amountField, err)
+	n, c, err := stripeDigits.toISO(value, currency)
+	if err != nil {
+		return 0, "", badRequest("%s: %v", field, err)
 	}
-	if created, err := obj.Scalar("created"); err == nil {
-		if sec, err := MinorUnits(created, 0); err == nil {
-			t := time.Unix(sec, 0).UTC()
-			ev.PaidAt = &t
-		}
-	}
-	return []Callback{{EventID: id, BusinessKey: ev.OrderCode, Event: ev}}, nil
+	return n, c, nil
 }
 
 func (p *stripe) Accepted(stored []Stored) Answer { return acceptedJSON(stored) }

@@ -24,9 +24,10 @@ import (
 // APIv3 key (AEAD_AES_256_GCM, nonce and associated data from the body).
 // Event id: id. Order: out_trade_no; payment: transaction_id; amount:
 // amount.total, in fen; currency: amount.currency; paid at: success_time.
-// trade_state SUCCESS pays; CLOSED, REVOKED and PAYERROR fail; any other
-// state, and a notification that is not about a transaction (a refund),
-// is stored and processed without effect. Keys: apiv3_key (32 bytes),
+// trade_state SUCCESS pays; CLOSED closes the unpaid order; REVOKED and
+// PAYERROR fail; any other state is stored and processed without effect. A
+// refund notification (original_type refund) counts or fails the refund
+// refund_id (see wechatRefund). Keys: apiv3_key (32 bytes),
 // public_keys ({id, key}: the WeChat Pay public key and its id) and/or
 // certificates (PEM bundles of platform certificates): during a switch
 // from certificates to the public key, or a rotation, configure both.
@@ -117,8 +118,22 @@ func (p *wechatPay) Read(req Request) ([]Callback, error) {
 	if err := p.verify(req); err != nil {
 		return nil, err
 	}
+	return p.interpret(req.Body)
+}
+
+func (p *wechatPay) Reread(req Request) ([]Callback, error) {
+	if err := needMediaType(req.Header, "application/json"); err != nil {
+		return nil, err
+	}
+	return p.interpret(req.Body)
+}
+
+// interpret decrypts a verified notification's resource, checks its
+// merchant and maps it to its event. A resource that does not decrypt
+// names no merchant, so it is refused (400) rather than stored.
+func (p *wechatPay) interpret(body []byte) ([]Callback, error) {
 	var env wechatEnvelope
-	if err := json.Unmarshal(req.Body, &env); err != nil {
+	if err := json.Unmarshal(body, &env); err != nil {
 		return nil, badRequest("the body is not a WeChat Pay notification (JSON object)")
 	}
 	if strings.TrimSpace(env.ID) == "" {
@@ -153,51 +168,70 @@ func (p *wechatPay) Read(req Request) ([]Callback, error) {
 	if appID, err := obj.Scalar("appid"); p.appID != "" && err == nil && appID != p.appID {
 		return nil, foreign("appid", appID)
 	}
-	if r.OriginalType != "transaction" && !strings.HasPrefix(env.EventType, "TRANSACTION.") {
-		ev := callback.PaymentEvent{Ignored: fmt.Sprintf("wechat pay %s notification (%s) is not about a payment",
+	order, _ := obj.Scalar("out_trade_no")
+	var ev callback.PaymentEvent
+	switch {
+	case r.OriginalType == "refund" || strings.HasPrefix(env.EventType, "REFUND."):
+		ev, err = wechatRefund(obj)
+	case r.OriginalType == "transaction" || strings.HasPrefix(env.EventType, "TRANSACTION."):
+		ev, err = wechatTransaction(obj, env.ID)
+	default:
+		ev = callback.PaymentEvent{Ignored: fmt.Sprintf("wechat pay %s notification (%s) is neither a payment nor a refund",
 			truncate(env.EventType), truncate(r.OriginalType))}
-		return []Callback{{EventID: env.ID, BusinessKey: orderOr(obj, "out_trade_no", env.ID), Event: ev}}, nil
 	}
+	if err != nil {
+		return []Callback{unreadable(env.ID, order, err)}, nil
+	}
+	key := order
+	if ev.Ignored != "" {
+		key = orderOr(obj, "out_trade_no", env.ID)
+	}
+	return []Callback{{EventID: env.ID, BusinessKey: key, Event: ev}}, nil
+}
+
+// wechatTransaction maps a transaction resource: trade_state SUCCESS pays;
+// CLOSED closes the unpaid order; REVOKED (a payment-code payment taken
+// back) and PAYERROR fail the payment; any other state changes nothing
+// (pay.weixin.qq.com/doc/v3/merchant/4012791861, "支付成功回调通知"; the
+// states of the query-order answer, 4012791859).
+func wechatTransaction(obj callback.Object, notificationID string) (callback.PaymentEvent, error) {
 	order, err := obj.Scalar("out_trade_no")
 	if err != nil {
-		return nil, err
+		return callback.PaymentEvent{}, err
 	}
 	state, err := obj.Scalar("trade_state")
 	if err != nil {
-		return nil, err
+		return callback.PaymentEvent{}, err
 	}
 	ev := callback.PaymentEvent{OrderCode: order}
 	switch state {
 	case "SUCCESS":
 		ev.Status = callback.PaymentSuccess
-	case "CLOSED", "REVOKED", "PAYERROR":
+	case "REVOKED", "PAYERROR":
 		ev.Status = callback.PaymentFailed
+	case "CLOSED":
+		return callback.PaymentEvent{Type: callback.TypeClose, OrderCode: order, Reason: "wechat pay trade_state CLOSED"}, nil
 	default:
-		ev = callback.PaymentEvent{Ignored: fmt.Sprintf("wechat pay trade_state %s is neither a payment nor a failed payment", truncate(state))}
-		return []Callback{{EventID: env.ID, BusinessKey: order, Event: ev}}, nil
+		return callback.PaymentEvent{Ignored: fmt.Sprintf("wechat pay trade_state %s is neither a payment nor a failed payment", truncate(state))}, nil
 	}
 	if ev.PaymentNo, err = obj.Scalar("transaction_id"); err != nil {
 		if ev.Status == callback.PaymentSuccess {
-			return nil, err
+			return ev, err
 		}
-		// An order closed before any payment may have no transaction.
-		ev.PaymentNo = env.ID
+		// A payment that failed before WeChat Pay made a transaction.
+		ev.PaymentNo = notificationID
 	}
 	total, err := obj.Scalar("amount.total")
 	if err != nil {
-		return nil, err
+		return ev, err
 	}
 	if ev.Amount, err = MinorUnits(total, 0); err != nil {
-		return nil, badRequest("amount.total: %v", err)
+		return ev, badRequest("amount.total: %v", err)
 	}
 	// amount.currency is CNY for a merchant in mainland China, the only
 	// currency such a merchant may charge; it is read when present.
-	currency := wechatCurrency
-	if c, err := obj.Scalar("amount.currency"); err == nil {
-		currency = c
-	}
-	if ev.Currency, err = callback.Currency(currency); err != nil {
-		return nil, badRequest("amount.currency: %v", err)
+	if ev.Currency, err = wechatCurrencyOf(obj, "amount.currency"); err != nil {
+		return ev, err
 	}
 	if s, err := obj.Scalar("success_time"); err == nil && ev.Status == callback.PaymentSuccess {
 		if t, err := time.Parse(time.RFC3339, s); err == nil {
@@ -205,7 +239,63 @@ func (p *wechatPay) Read(req Request) ([]Callback, error) {
 			ev.PaidAt = &t
 		}
 	}
-	return []Callback{{EventID: env.ID, BusinessKey: order, Event: ev}}, nil
+	return ev, nil
+}
+
+// wechatRefund maps a refund resource (event_type REFUND.SUCCESS,
+// REFUND.ABNORMAL, REFUND.CLOSED; pay.weixin.qq.com/doc/v3/merchant/4012082053,
+// "退款结果通知"): the refund refund_id of the payment transaction_id of
+// order out_trade_no, amount.refund fen. SUCCESS counts it; ABNORMAL (the
+// money could not reach the payer's account: a person must refund by
+// other means) and CLOSED fail it.
+func wechatRefund(obj callback.Object) (callback.PaymentEvent, error) {
+	ev := callback.PaymentEvent{Type: callback.TypeRefund}
+	var err error
+	if ev.OrderCode, err = obj.Scalar("out_trade_no"); err != nil {
+		return ev, err
+	}
+	ev.PaymentNo, _ = obj.Scalar("transaction_id")
+	if ev.RefundNo, err = obj.Scalar("refund_id"); err != nil {
+		return ev, err
+	}
+	status, err := obj.Scalar("refund_status")
+	if err != nil {
+		return ev, err
+	}
+	switch status {
+	case "SUCCESS":
+		ev.Status = callback.RefundSuccess
+	case "ABNORMAL":
+		ev.Status, ev.Reason = callback.RefundFailed, "wechat pay REFUND.ABNORMAL: the money could not reach the payer's account"
+	case "CLOSED":
+		ev.Status, ev.Reason = callback.RefundFailed, "wechat pay REFUND.CLOSED: the refund was closed"
+	default:
+		return callback.PaymentEvent{Ignored: fmt.Sprintf("wechat pay refund_status %s is not final", truncate(status))}, nil
+	}
+	refund, err := obj.Scalar("amount.refund")
+	if err != nil {
+		return ev, err
+	}
+	if ev.Amount, err = MinorUnits(refund, 0); err != nil {
+		return ev, badRequest("amount.refund: %v", err)
+	}
+	if ev.Currency, err = wechatCurrencyOf(obj, "amount.currency"); err != nil {
+		return ev, err
+	}
+	return ev, nil
+}
+
+// wechatCurrencyOf is the currency at path, CNY when absent.
+func wechatCurrencyOf(obj callback.Object, path string) (string, error) {
+	currency := wechatCurrency
+	if c, err := obj.Scalar(path); err == nil {
+		currency = c
+	}
+	c, err := callback.Currency(currency)
+	if err != nil {
+		return "", badRequest("%s: %v", path, err)
+	}
+	return c, nil
 }
 
 // verify checks the headers, the timestamp window and the signature of

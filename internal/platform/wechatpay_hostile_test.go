@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"callgate/internal/callback"
+	"callgate/internal/payment"
 	"callgate/internal/platform"
 	"callgate/internal/testenv"
 )
@@ -37,9 +38,6 @@ func TestWeChatPayHostile(t *testing.T) {
 	txn := wechatTransaction("WX-HOSTILE", "4200000000000000000000000042", "SUCCESS", 100)
 	ct, nonce := wechatEncrypt(wechatAPIv3Key, txn, "transaction")
 	notJSON, notJSONNonce := wechatEncrypt(wechatAPIv3Key, "<xml>not json</xml>", "transaction")
-	enc := func(plain string) []byte {
-		return wechatNotification("EV-HOSTILE", "TRANSACTION.SUCCESS", "transaction", wechatAPIv3Key, plain)
-	}
 	cases := []struct {
 		name string
 		body []byte
@@ -70,9 +68,6 @@ func TestWeChatPayHostile(t *testing.T) {
 		{"8-byte nonce, signed", wechatEnvelope("EV-1", "AEAD_AES_256_GCM", ct, "transaction", nonce[:8]), nil},
 		{"ciphertext base64 garbage, signed", wechatEnvelope("EV-1", "AEAD_AES_256_GCM", "%%"+ct, "transaction", nonce), nil},
 		{"resource not JSON, signed", wechatEnvelope("EV-1", "AEAD_AES_256_GCM", notJSON, "transaction", notJSONNonce), nil},
-		{"amount not an integer, signed", enc(strings.Replace(txn, `"total":100`, `"total":1.5`, 1)), nil},
-		{"negative amount, signed", enc(strings.Replace(txn, `"total":100`, `"total":-100`, 1)), nil},
-		{"no transaction_id, signed", enc(strings.Replace(txn, `"transaction_id"`, `"txn"`, 1)), nil},
 	}
 	for i := range cases {
 		if cases[i].h == nil {
@@ -86,6 +81,21 @@ func TestWeChatPayHostile(t *testing.T) {
 	}
 	require.Zero(t, p.Callbacks(t, "wechatpay"), "nothing hostile is stored")
 	p.CreateOrder(t, "WX-HOSTILE", 100, "CNY")
+	// Signed, decrypted and ours, but unreadable: stored, answered 204,
+	// FAILED with the reason.
+	for i, c := range []struct{ name, plain, reason string }{
+		{"amount not an integer", strings.Replace(txn, `"total":100`, `"total":1.5`, 1), `field "amount.total" must be a string or an integer`},
+		{"negative amount", strings.Replace(txn, `"total":100`, `"total":-100`, 1), `amount.total: amount "-100" is not a decimal number`},
+		{"no transaction_id", strings.Replace(txn, `"transaction_id"`, `"txn"`, 1), `field "transaction_id" is missing`},
+	} {
+		id := fmt.Sprintf("EV-UNREAD-%d", i)
+		body := wechatNotification(id, "TRANSACTION.SUCCESS", "transaction", wechatAPIv3Key, c.plain)
+		a := p.Post(t, "wechatpay", body, signed(body))
+		require.Equal(t, http.StatusNoContent, a.Status, "%s: %s", c.name, a.Body)
+		row := p.St.WaitStatus(t, logIDOf(t, p, "wechatpay", id), callback.StatusFailed)
+		require.Equal(t, "the notification could not be read: "+c.reason, *row.LastError, c.name)
+	}
+	require.Equal(t, payment.OrderUnpaid, p.Order(t, "WX-HOSTILE").PaymentStatus)
 	a := p.Post(t, "wechatpay", valid, wechatSigned(k, wechatPubKeyID, valid, time.Now()))
 	require.Equal(t, http.StatusNoContent, a.Status, "a valid notification after them: %s", a.Body)
 	p.Settled(t, "wechatpay", "EV-HOSTILE")
@@ -104,7 +114,7 @@ func TestWeChatPayReadMapping(t *testing.T) {
 		require.Len(t, cbs, 1)
 		return cbs[0].Event.(callback.PaymentEvent), cbs[0], nil
 	}
-	for state, want := range map[string]string{"SUCCESS": callback.PaymentSuccess, "CLOSED": callback.PaymentFailed,
+	for state, want := range map[string]string{"SUCCESS": callback.PaymentSuccess,
 		"REVOKED": callback.PaymentFailed, "PAYERROR": callback.PaymentFailed} {
 		ev, cb, err := read(wechatPaid("EV-"+state, "WX-M", "T-"+state, state, 1999))
 		require.NoError(t, err, state)
@@ -123,12 +133,13 @@ func TestWeChatPayReadMapping(t *testing.T) {
 	closed := strings.Replace(wechatTransaction("WX-C", "T", "CLOSED", 5), `"transaction_id":"T",`, "", 1)
 	ev, _, err := read(wechatNotification("EV-C", "TRANSACTION.CLOSED", "transaction", wechatAPIv3Key, closed))
 	require.NoError(t, err)
-	require.Equal(t, callback.PaymentEvent{OrderCode: "WX-C", PaymentNo: "EV-C", Amount: 5, Currency: "CNY", Status: callback.PaymentFailed}, ev,
-		"an order closed before any payment has no transaction: the notification id stands in")
-	refund := `{"mchid":"` + wechatMchID + `","out_trade_no":"WX-R","transaction_id":"T","out_refund_no":"R1","refund_status":"SUCCESS","amount":{"total":5,"refund":5}}`
+	require.Equal(t, callback.PaymentEvent{Type: callback.TypeClose, OrderCode: "WX-C", Reason: "wechat pay trade_state CLOSED"}, ev,
+		"an order closed before any payment closes it")
+	refund := `{"mchid":"` + wechatMchID + `","out_trade_no":"WX-R","transaction_id":"T","out_refund_no":"R1","refund_id":"RF1","refund_status":"SUCCESS","amount":{"total":5,"refund":5}}`
 	ev, cb, err := read(wechatNotification("EV-R", "REFUND.SUCCESS", "refund", wechatAPIv3Key, refund))
 	require.NoError(t, err)
-	require.Contains(t, ev.Ignored, "REFUND.SUCCESS", "a refund is stored without effect")
+	require.Equal(t, callback.PaymentEvent{Type: callback.TypeRefund, OrderCode: "WX-R", PaymentNo: "T", RefundNo: "RF1", Amount: 5,
+		Currency: "CNY", Status: callback.RefundSuccess}, ev, "a refund is a refund")
 	require.Equal(t, "WX-R", cb.BusinessKey)
 
 	body := wechatPaid("EV-X", "WX-X", "T", "SUCCESS", 1)

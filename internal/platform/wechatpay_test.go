@@ -169,7 +169,7 @@ func TestWeChatPayClosedAndNotPaid(t *testing.T) {
 	closed := wechatPaid("EV-CLOSED", "WX-CLOSED", "4200000000000000000000000001", "CLOSED", 300)
 	require.Equal(t, http.StatusNoContent, p.Post(t, "wechatpay", closed, wechatSigned(k, wechatPubKeyID, closed, time.Now())).Status)
 	p.Settled(t, "wechatpay", "EV-CLOSED")
-	require.Equal(t, payment.OrderPaymentFailed, p.Order(t, "WX-CLOSED").PaymentStatus)
+	require.Equal(t, payment.OrderClosed, p.Order(t, "WX-CLOSED").PaymentStatus)
 
 	p.CreateOrder(t, "WX-NOTPAY", 300, "CNY")
 	notpay := wechatPaid("EV-NOTPAY", "WX-NOTPAY", "4200000000000000000000000002", "NOTPAY", 300)

@@ -16,6 +16,7 @@ import (
 	"text/template"
 	"time"
 
+	"callgate/internal/callback"
 	"callgate/internal/platform"
 	"callgate/internal/signature"
 )
@@ -61,6 +62,10 @@ type Config struct {
 	// MaskFields are JSON fields (dot paths) masked in the admin API and
 	// page; the stored payload stays intact for replay.
 	MaskFields []string `yaml:"mask_fields"`
+	// PaymentCurrency is the ISO 4217 currency of the events of a
+	// configured JSON payment source that name none (a preset's events
+	// always do). Unset: such an event is FAILED "no currency".
+	PaymentCurrency string `yaml:"payment_currency"`
 }
 
 // RateLimit is a token bucket.
@@ -311,6 +316,13 @@ func (c Config) validateGeneric() []error {
 	if !c.Platform.Empty() {
 		bad("platform", "applies only to a source with a preset")
 	}
+	if c.PaymentCurrency != "" {
+		if c.Kind != callback.KindPayment {
+			bad("payment_currency", "applies only to a payment source")
+		} else if _, err := callback.Currency(c.PaymentCurrency); err != nil {
+			bad("payment_currency", "%v", err)
+		}
+	}
 	return errs
 }
 
@@ -338,6 +350,9 @@ func (c Config) validatePreset() []error {
 	}
 	if c.Response.Body != "" {
 		bad("response", "is set by preset %s (the answers the platform expects)", c.Preset)
+	}
+	if c.PaymentCurrency != "" {
+		bad("payment_currency", "is set by preset %s (its events name their currency)", c.Preset)
 	}
 	if c.Disabled() {
 		return errs

@@ -201,9 +201,17 @@ func (s *Store) PushBackMany(ctx context.Context, ids []int64, due time.Time) er
 	return nil
 }
 
-// PendingOfKeysTx returns, for each of keys, the ids of its PENDING
-// callbacks up to maxID, in order: a key's callbacks run only in this
-// order, each when the ones before it are settled.
+// Pending is a PENDING callback in its key's line.
+type Pending struct {
+	ID int64
+	// Awaiting: it waits for what it depends on (callback.NotYet) and holds
+	// up only the other awaiting callbacks of its key.
+	Awaiting bool
+}
+
+// PendingOfKeysTx returns, for each of keys, its PENDING callbacks up to
+// maxID, in id order: a key's callbacks run only in this order, each when
+// the ones before it that hold it up are settled (see EarlierPendingTx).
 //
 // Every statement that looks callbacks up by key names the key index
 // (FORCE INDEX): left to itself, MariaDB chose an index on status, or the
@@ -211,33 +219,36 @@ func (s *Store) PushBackMany(ctx context.Context, ids []int64, due time.Time) er
 // PENDING rows to be few, and then read every PENDING row (311 rows per
 // statement in the open loop at 400/s), a cost that grows with the
 // backlog.
-func (s *Store) PendingOfKeysTx(ctx context.Context, tx *Tx, keys []Key, maxID int64) (map[Key][]int64, error) {
-	out := make(map[Key][]int64, len(keys))
+func (s *Store) PendingOfKeysTx(ctx context.Context, tx *Tx, keys []Key, maxID int64) (map[Key][]Pending, error) {
+	out := make(map[Key][]Pending, len(keys))
 	if len(keys) == 0 {
 		return out, nil
 	}
 	var q strings.Builder
-	q.WriteString(`SELECT kind, business_key, id FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE status = ? AND id <= ? AND (kind, business_key) IN (`)
+	q.WriteString(`SELECT kind, business_key, id, awaiting FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE status = ? AND id <= ? AND (kind, business_key) IN (`)
 	args := keyTuples(&q, []any{callback.StatusPending, maxID}, keys)
 	q.WriteString(`) ORDER BY id`)
 	var rows []struct {
 		Kind        string
 		BusinessKey string
 		ID          int64
+		Awaiting    bool
 	}
 	if err := s.q(ctx, tx).Raw(q.String(), args...).Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("error checking the order of %d keys: %w", len(keys), translate(err))
 	}
 	for _, r := range rows {
 		k := Key{Kind: r.Kind, BusinessKey: r.BusinessKey}
-		out[k] = append(out[k], r.ID)
+		out[k] = append(out[k], Pending{ID: r.ID, Awaiting: r.Awaiting})
 	}
 	return out, nil
 }
 
-// NextPendingOfKeys returns, for each of keys that has one, its earliest
-// PENDING callback (id, kind, business key and trace id): what may run
-// next once the batch that held the keys is settled. One statement.
+// NextPendingOfKeys returns, for each of keys that has one, what may run
+// next once the batch that held the keys is settled (id, kind, business
+// key and trace id): its earliest PENDING callback and, when that one
+// awaits what it depends on, also its earliest one that does not (see
+// NextPendingOfKey). One statement.
 func (s *Store) NextPendingOfKeys(ctx context.Context, keys []Key) ([]callback.Log, error) {
 	if len(keys) == 0 {
 		return nil, nil
@@ -246,6 +257,9 @@ func (s *Store) NextPendingOfKeys(ctx context.Context, keys []Key) ([]callback.L
 	q.WriteString(`SELECT c.id, c.kind, c.business_key, c.trace_id FROM callback_log c JOIN (
 		SELECT MIN(id) AS id FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE status = ? AND (kind, business_key) IN (`)
 	args := keyTuples(&q, []any{callback.StatusPending}, keys)
+	q.WriteString(`) GROUP BY kind, business_key
+		UNION SELECT MIN(id) AS id FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE status = ? AND awaiting = 0 AND (kind, business_key) IN (`)
+	args = keyTuples(&q, append(args, callback.StatusPending), keys)
 	q.WriteString(`) GROUP BY kind, business_key) m ON c.id = m.id ORDER BY c.id`)
 	var rows []callback.Log
 	if err := s.q(ctx, nil).Raw(q.String(), args...).Scan(&rows).Error; err != nil {

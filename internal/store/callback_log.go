@@ -157,11 +157,14 @@ func (s *Store) claimCallback(ctx context.Context, tx *Tx, id int64, withPayload
 }
 
 // EarlierPendingTx reports whether a callback of cb's kind and key with a
-// smaller id is still PENDING: cb must then wait its turn.
+// smaller id is still PENDING and holds cb up: cb must then wait its turn.
+// A callback that awaits what it depends on (callback.NotYet) holds up
+// only the other awaiting ones: the later callbacks of its key run
+// meanwhile, and awaiting callbacks keep their order among themselves.
 func (s *Store) EarlierPendingTx(ctx context.Context, tx *Tx, cb *callback.Log) (bool, error) {
 	var earlier []int64
-	err := s.q(ctx, tx).Raw(`SELECT id FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE business_key = ? AND kind = ? AND status = ? AND id < ? LIMIT 1`,
-		cb.BusinessKey, cb.Kind, callback.StatusPending, cb.ID).Scan(&earlier).Error
+	err := s.q(ctx, tx).Raw(`SELECT id FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE business_key = ? AND kind = ? AND status = ? AND id < ? AND (awaiting = 0 OR ?) LIMIT 1`,
+		cb.BusinessKey, cb.Kind, callback.StatusPending, cb.ID, cb.Awaiting).Scan(&earlier).Error
 	if err != nil {
 		return false, fmt.Errorf("error checking the order of key %q: %w", cb.BusinessKey, translate(err))
 	}
@@ -188,6 +191,9 @@ type Failure struct {
 	NextAttemptAt time.Time
 	// Reason is the handler's code for a FAILED callback (metrics).
 	Reason string
+	// Awaiting: a retry because the callback came before what it depends
+	// on (callback.NotYet); it does not hold up its key meanwhile.
+	Awaiting bool
 }
 
 // ErrStale: the callback was settled by another delivery meanwhile (its
@@ -219,6 +225,7 @@ func (s *Store) RecordFailureTx(ctx context.Context, tx *Tx, f Failure) error {
 	} else {
 		updates["next_attempt_at"] = f.NextAttemptAt
 		updates["retry_after"] = f.NextAttemptAt
+		updates["awaiting"] = f.Awaiting
 	}
 	res := s.q(ctx, tx).Model(&callback.Log{}).
 		Where("id = ? AND status = ? AND attempts = ?", a.LogID, callback.StatusPending, a.Attempt-1).Updates(updates)
@@ -255,6 +262,15 @@ func (s *Store) RollbackToSavepointTx(ctx context.Context, tx *Tx) error {
 	return nil
 }
 
+// SetNormalizedTx stores callback id's canonical event, read again from
+// its raw body (a notification that could not be read when it arrived).
+func (s *Store) SetNormalizedTx(ctx context.Context, tx *Tx, id int64, normalized []byte) error {
+	if err := s.q(ctx, tx).Exec(`UPDATE callback_log SET normalized = ? WHERE id = ?`, normalized, id).Error; err != nil {
+		return fmt.Errorf("error storing the event of callback log %d: %w", id, translate(err))
+	}
+	return nil
+}
+
 // PushBack moves a PENDING callback's next_attempt_at to due (never
 // earlier than it is): the safety net of a deferred callback.
 func (s *Store) PushBack(ctx context.Context, id int64, due time.Time) error {
@@ -267,20 +283,22 @@ func (s *Store) PushBack(ctx context.Context, id int64, due time.Time) error {
 	return nil
 }
 
-// NextPendingOfKey returns the earliest PENDING callback of kind and key
-// other than notID (id, kind and trace id only), or nil.
-func (s *Store) NextPendingOfKey(ctx context.Context, kind, key string, notID int64) (*callback.Log, error) {
-	var next callback.Log
-	err := s.q(ctx, nil).Raw(`SELECT id, kind, trace_id FROM callback_log FORCE INDEX (ix_callback_log_key)
-		WHERE business_key = ? AND kind = ? AND id <> ? AND status = ? ORDER BY id LIMIT 1`,
-		key, kind, notID, callback.StatusPending).Scan(&next).Error
+// NextPendingOfKey returns what may run next of kind and key once the
+// callback notID is settled (id, kind and trace id only): the earliest
+// PENDING callback other than notID, and, when that one awaits what it
+// depends on (it holds up only other awaiting ones), also the earliest
+// one that does not await. Empty when there is none.
+func (s *Store) NextPendingOfKey(ctx context.Context, kind, key string, notID int64) ([]callback.Log, error) {
+	var next []callback.Log
+	err := s.q(ctx, nil).Raw(`(SELECT id, kind, trace_id FROM callback_log FORCE INDEX (ix_callback_log_key)
+		WHERE business_key = ? AND kind = ? AND id <> ? AND status = ? ORDER BY id LIMIT 1)
+		UNION (SELECT id, kind, trace_id FROM callback_log FORCE INDEX (ix_callback_log_key)
+		WHERE business_key = ? AND kind = ? AND id <> ? AND status = ? AND awaiting = 0 ORDER BY id LIMIT 1)`,
+		key, kind, notID, callback.StatusPending, key, kind, notID, callback.StatusPending).Scan(&next).Error
 	if err != nil {
 		return nil, fmt.Errorf("error finding the next callback of key %q: %w", key, translate(err))
 	}
-	if next.ID == 0 {
-		return nil, nil
-	}
-	return &next, nil
+	return next, nil
 }
 
 // ClaimDue claims up to limit PENDING callbacks of kind that are due at
@@ -370,7 +388,7 @@ func (s *Store) DeleteSucceededBefore(ctx context.Context, cutoff time.Time, lim
 // retry budget (attempts_base = attempts) and no backoff to wait for: an
 // operator's replay.
 func (s *Store) MakePendingTx(ctx context.Context, tx *Tx, ids []int64, due time.Time) error {
-	err := s.q(ctx, tx).Exec(`UPDATE callback_log SET status = ?, attempts_base = attempts, next_attempt_at = ?, retry_after = NULL, processed_at = NULL
+	err := s.q(ctx, tx).Exec(`UPDATE callback_log SET status = ?, attempts_base = attempts, next_attempt_at = ?, retry_after = NULL, processed_at = NULL, awaiting = 0
 		WHERE id IN ?`, callback.StatusPending, due, ids).Error
 	if err != nil {
 		return fmt.Errorf("error making callbacks PENDING: %w", translate(err))

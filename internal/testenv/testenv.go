@@ -118,7 +118,8 @@ func DeleteTopology(prefix string) {
 }
 
 // Config loads the shipped configs/callgate.yaml and points it at a fresh
-// database and prefix. mutate (optional) edits it before validation.
+// database and prefix, with worker.order_grace at 1ns (an unknown order
+// fails at once). mutate (optional) edits it before validation.
 func Config(t testing.TB, mutate ...func(*config.Config)) *config.Config {
 	t.Helper()
 	cfg, err := config.Load(filepath.Join(RepoRoot(), "configs", "callgate.yaml"), kinds.Names())
@@ -133,6 +134,9 @@ func Config(t testing.TB, mutate ...func(*config.Config)) *config.Config {
 	cfg.Log.Level = "warn"
 	cfg.Worker.MetricsAddr = "127.0.0.1:0"
 	cfg.Demo = true // the tests sign with the demo sources' secrets
+	// A payment of an order that does not exist fails at once; the tests
+	// of worker.order_grace set their own.
+	cfg.Worker.OrderGrace = time.Nanosecond
 	for _, m := range mutate {
 		m(cfg)
 	}

@@ -28,7 +28,9 @@ func StartWorker(t testing.TB, cfg *config.Config, opts worker.Options) *Worker 
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{stop: cancel, done: make(chan error, 1)}
 	log := Logger(t, cfg)
-	go func() { w.done <- worker.Run(ctx, cfg.WorkerSettings(), kinds.Registry(), log, opts) }()
+	go func() {
+		w.done <- worker.Run(ctx, cfg.WorkerSettings(), kinds.Registry(cfg.WorkerSettings()), log, opts)
+	}()
 	t.Cleanup(func() { _ = w.Stop() })
 	return w
 }

@@ -212,14 +212,9 @@ func (p *Processor) claimBatch(ctx context.Context, tx *store.Tx, claimed []call
 	turn := map[int64]bool{} // ids whose turn it is
 	var ours []store.Key
 	for _, k := range keys {
-		ids, line := byKey[k], pending[k]
-		n := 0
-		for n < len(ids) && n < len(line) && ids[n] == line[n] {
-			n++
-		}
-		if n > 0 {
+		if ids := turnsOf(byKey[k], pending[k]); len(ids) > 0 {
 			ours = append(ours, k)
-			for _, id := range ids[:n] {
+			for _, id := range ids {
 				turn[id] = true
 			}
 		}
@@ -247,6 +242,33 @@ func (p *Processor) claimBatch(ctx context.Context, tx *store.Tx, claimed []call
 	return runnable, nil
 }
 
+// turnsOf returns which of a key's batch callbacks (ids, in order) may
+// run now, given the key's line of PENDING callbacks (in id order): those
+// that nothing before them in the line holds up. A PENDING callback that
+// does not run now holds up every later one; one that awaits what it
+// depends on (callback.NotYet) holds up only later awaiting ones (see
+// store.EarlierPendingTx).
+func turnsOf(ids []int64, line []store.Pending) []int64 {
+	inBatch := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		inBatch[id] = true
+	}
+	var turns []int64
+	blockAll, blockAwaiting := false, false
+	for _, e := range line {
+		if inBatch[e.ID] && !blockAll && !(e.Awaiting && blockAwaiting) {
+			turns = append(turns, e.ID)
+			continue
+		}
+		if e.Awaiting {
+			blockAwaiting = true
+		} else {
+			blockAll = true
+		}
+	}
+	return turns
+}
+
 // runHandlers runs the handlers of runnable in the batch's transaction,
 // kind by kind, each kind's callbacks in id order (a key belongs to one
 // kind, so per-key order holds), and returns each callback's note and
@@ -255,6 +277,11 @@ func (p *Processor) claimBatch(ctx context.Context, tx *store.Tx, claimed []call
 // any other kind one callback at a time. The first failure ends the batch
 // (a batchAbort).
 func (p *Processor) runHandlers(txCtx context.Context, abort context.CancelCauseFunc, tx *store.Tx, runnable []callback.Log, started time.Time) ([]*string, []outbox.Row, error) {
+	for i := range runnable {
+		if err := p.reread(txCtx, tx, &runnable[i]); err != nil {
+			return nil, nil, &batchAbort{logID: runnable[i].ID, err: err}
+		}
+	}
 	notes := make([]*string, len(runnable))
 	rows := make([][]outbox.Row, len(runnable))
 	var kinds []string
@@ -355,6 +382,7 @@ func (p *Processor) settleBatch(workCtx context.Context, r *batchRun, out map[in
 			p.Hooks.AfterCommit(cb.ID)
 		}
 	}
+	p.countNotifications(r.rows)
 	sent, perr := outbox.Deliver(workCtx, p.Marker, p.Publisher, r.rows)
 	p.Metrics.OutboxPublished.WithLabelValues("fast").Add(float64(sent))
 	if perr != nil {

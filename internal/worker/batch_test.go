@@ -97,7 +97,7 @@ func TestBatchWithAPoisonCallback(t *testing.T) {
 		if cb.ID == poison {
 			return callback.Permanentf("poison: this payload can never be processed")
 		}
-		return payment.Handler{}.Handle(ctx, tx, cb, out)
+		return demoPayments.Handle(ctx, tx, cb, out)
 	})
 	testenv.StartWorker(t, cfg, worker.Options{Metrics: m, Registry: reg})
 	announceIDs(t, cfg, ids)
@@ -183,9 +183,14 @@ func TestBatchPaymentsDecidedAsOneByOne(t *testing.T) {
 		require.Equal(t, 1, row.Attempts, "callback %d", i)
 		att := attemptsOf(t, st, id)
 		require.Len(t, att, 1)
-		if i == 5 {
-			require.NotNil(t, att[0].Note)
-			require.Equal(t, "trade status WAIT_BUYER_PAY changes nothing", *att[0].Note)
+		notes := map[int]string{
+			3: "payment PAY-A already applied",
+			4: "failed attempt of payment PAY-X, which did not pay the order",
+			5: "trade status WAIT_BUYER_PAY changes nothing",
+		}
+		if note, ok := notes[i]; ok {
+			require.NotNil(t, att[0].Note, "callback %d", i)
+			require.Equal(t, note, *att[0].Note)
 		} else {
 			require.Nil(t, att[0].Note, "callback %d", i)
 		}
@@ -222,8 +227,8 @@ func TestBatchPaymentsDecidedAsOneByOne(t *testing.T) {
 }
 
 // TestBatchPaymentRefusedInsideTheBatch: the batch handler finds a
-// callback it must refuse (its order was paid, earlier in the same batch,
-// by another payment). The batch rolls back and runs one by one: the
+// callback it must refuse once it has read the batch's orders (a currency
+// that is no ISO 4217 code). The batch rolls back and runs one by one: the
 // refused callback FAILED with the reason, every other SUCCESS with one
 // attempt, and the order keeps the first payment.
 func TestBatchPaymentRefusedInsideTheBatch(t *testing.T) {
@@ -236,7 +241,7 @@ func TestBatchPaymentRefusedInsideTheBatch(t *testing.T) {
 	ids := storeBodies(t, st, "bref", []string{o[0], o[1], o[1], o[2]}, []string{
 		payBody(o[0], "PAY-1", 1000, "SUCCESS", at),
 		payBody(o[1], "PAY-2", 1001, "SUCCESS", at),
-		payBody(o[1], "PAY-3", 1001, "SUCCESS", at),
+		strings.Replace(payBody(o[1], "PAY-3", 1001, "SUCCESS", at), `"status"`, `"currency":"ZZZ","status"`, 1),
 		payBody(o[2], "PAY-4", 1002, "SUCCESS", at),
 	})
 	testenv.StartWorker(t, cfg, worker.Options{Metrics: m})
@@ -244,7 +249,7 @@ func TestBatchPaymentRefusedInsideTheBatch(t *testing.T) {
 
 	row := st.WaitStatus(t, ids[2], callback.StatusFailed)
 	require.Equal(t, 1, row.Attempts)
-	require.Contains(t, *row.LastError, payment.ErrPaidByAnother.Error())
+	require.Equal(t, `invalid payload: currency "ZZZ" is not an ISO 4217 code`, *row.LastError)
 	for _, i := range []int{0, 1, 3} {
 		row := st.WaitStatus(t, ids[i], callback.StatusSuccess)
 		require.Equal(t, 1, row.Attempts, "callback %d", i)

@@ -39,6 +39,11 @@ type Config struct {
 	BatchSize int `yaml:"batch_size"`
 	// Kinds holds per-kind consumer settings, keyed by kind.
 	Kinds map[string]KindConfig `yaml:"kinds"`
+	// OrderGrace is how long after it was received a payment event whose
+	// order does not exist (yet: it raced the shop's own commit, or a
+	// replica's lag) is retried with its source's backoff before it is
+	// FAILED "order not found". Default 10m.
+	OrderGrace time.Duration `yaml:"order_grace"`
 }
 
 // KindConfig is one kind's consumer settings.
@@ -64,6 +69,7 @@ const (
 	ConcurrencyDefault     = 2
 	BatchSizeDefault       = 64
 	BatchSizeLimit         = 1000
+	OrderGraceDefault      = 10 * time.Minute
 )
 
 // LockWaitFor is the worker's innodb_lock_wait_timeout and
@@ -89,6 +95,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = BatchSizeDefault
+	}
+	if c.OrderGrace == 0 {
+		c.OrderGrace = OrderGraceDefault
 	}
 	kinds := make(map[string]KindConfig, len(c.Kinds))
 	for name, k := range c.Kinds {
@@ -119,8 +128,8 @@ func (c Config) Kind(kind string) KindConfig {
 // the callback kinds this build knows.
 func (c Config) Validate(kinds []string) error {
 	var errs []error
-	if c.HandlerTimeout < 0 || c.ShutdownTimeout < 0 {
-		errs = append(errs, errors.New("handler_timeout, shutdown_timeout: must not be negative"))
+	if c.HandlerTimeout < 0 || c.ShutdownTimeout < 0 || c.OrderGrace < 0 {
+		errs = append(errs, errors.New("handler_timeout, shutdown_timeout, order_grace: must not be negative"))
 	}
 	if c.BatchSize < 1 || c.BatchSize > BatchSizeLimit {
 		errs = append(errs, fmt.Errorf("batch_size: want 1 to %d", BatchSizeLimit))

@@ -14,6 +14,7 @@ import (
 	"callgate/internal/callback"
 	"callgate/internal/metrics"
 	"callgate/internal/outbox"
+	"callgate/internal/platform"
 	"callgate/internal/source"
 	"callgate/internal/store"
 	"callgate/internal/tracing"
@@ -46,6 +47,9 @@ type Processor struct {
 	Registry *callback.Registry
 	// Retry holds each source's retry policy, by source name.
 	Retry map[string]source.Retry
+	// Platforms are the enabled presets, by source name: they read a
+	// stored notification that could not be read again (Reread).
+	Platforms map[string]platform.Platform
 	// Exchange is the downstream exchange outbox rows go to.
 	Exchange string
 	// Publisher publishes outbox rows after commit.
@@ -237,7 +241,10 @@ func (p *Processor) runOnce(workCtx context.Context, logID int64, started time.T
 			return err
 		}
 		var note *string
-		if note, r.handleErr = safeHandle(handlerCtx, h, tx, cb, w); r.handleErr != nil {
+		if r.handleErr = p.reread(txCtx, tx, cb); r.handleErr == nil {
+			note, r.handleErr = safeHandle(handlerCtx, h, tx, cb, w)
+		}
+		if r.handleErr != nil {
 			if !isAttempt(r.handleErr) || txCtx.Err() != nil {
 				return r.handleErr // rolled back whole; settle decides
 			}
@@ -327,6 +334,7 @@ func (p *Processor) settle(workCtx context.Context, logID int64, r *run, started
 		if p.Hooks.AfterCommit != nil {
 			p.Hooks.AfterCommit(logID)
 		}
+		p.countNotifications(r.rows)
 		sent, perr := outbox.Deliver(workCtx, p.Marker, p.Publisher, r.rows)
 		p.Metrics.OutboxPublished.WithLabelValues("fast").Add(float64(sent))
 		if perr != nil {
@@ -448,6 +456,7 @@ func (p *Processor) failure(cb *callback.Log, started time.Time, cause error) st
 	} else {
 		f.NextAttemptAt = finished.Add(Backoff(retry, attempt))
 	}
+	f.Awaiting = !f.Final && callback.IsNotYet(cause)
 	return f
 }
 
@@ -486,7 +495,13 @@ func (p *Processor) afterFailure(ctx, logCtx context.Context, cb *callback.Log, 
 	} else {
 		p.Metrics.Retries.WithLabelValues(cb.Kind).Inc()
 		p.observe(cb.Kind, "retry", started)
-		logger.InfoContext(logCtx, "worker: attempt failed, will retry", "error", msg, "next_attempt_at", f.NextAttemptAt)
+		logger.InfoContext(logCtx, "worker: attempt failed, will retry", "error", msg, "next_attempt_at", f.NextAttemptAt,
+			"awaiting", f.Awaiting)
+		if f.Awaiting {
+			// It no longer holds up its key: the later callbacks deferred
+			// behind it run now (one of them may be what it waits for).
+			p.wakeNext(ctx, cb)
+		}
 	}
 }
 
@@ -515,11 +530,13 @@ func (p *Processor) wakeNext(ctx context.Context, cb *callback.Log) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	next, err := p.Store.NextPendingOfKey(wctx, cb.Kind, cb.BusinessKey, cb.ID)
-	if err != nil || next == nil {
+	if err != nil {
 		return
 	}
-	p.Log.Debug("worker: waking the next callback of a key", "log_id", next.ID)
-	p.Announcer.Announce(broker.Announcement{LogIDs: []int64{next.ID}, Kind: next.Kind, TraceParent: traceParentOf(next)})
+	for i := range next {
+		p.Log.Debug("worker: waking the next callback of a key", "log_id", next[i].ID)
+		p.Announcer.Announce(broker.Announcement{LogIDs: []int64{next[i].ID}, Kind: next[i].Kind, TraceParent: traceParentOf(&next[i])})
+	}
 }
 
 // safeHandle runs the handler, turning a panic into a permanent failure:
@@ -556,7 +573,7 @@ func safeHandleBatch(ctx context.Context, h callback.BatchHandler, tx *store.Tx,
 // noteOf turns a handler's NoEffect into the attempt's note; any other
 // error stays an error.
 func noteOf(err error) (*string, error) {
-	if reason, ok := callback.AsNoEffect(err); ok {
+	if reason, ok := callback.AsNote(err); ok {
 		reason = callback.Truncate(reason, maxNoteLen)
 		return &reason, nil
 	}

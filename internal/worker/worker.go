@@ -19,6 +19,7 @@ import (
 	"callgate/internal/downstream"
 	"callgate/internal/metrics"
 	"callgate/internal/outbox"
+	"callgate/internal/platform"
 	"callgate/internal/profiling"
 	"callgate/internal/source"
 	"callgate/internal/store"
@@ -91,13 +92,22 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 	defer marker.Close()
 
 	retry := make(map[string]source.Retry, len(set.Sources))
+	platforms := map[string]platform.Platform{}
 	for _, s := range set.Sources {
 		retry[s.Name] = s.Retry.WithDefaults()
+		if s.Preset != "" && !s.Disabled() {
+			p, err := platform.New(s.Preset, s.Platform)
+			if err != nil {
+				return fmt.Errorf("source %s: %w", s.Name, err)
+			}
+			platforms[s.Name] = p
+		}
 	}
 	proc := &Processor{
 		Store:           st,
 		Registry:        reg,
 		Retry:           retry,
+		Platforms:       platforms,
 		Exchange:        topo.DownstreamExchange(),
 		Publisher:       pub,
 		Marker:          marker,

@@ -195,7 +195,7 @@ func flaky(n int) worker.Options {
 		if k <= n {
 			return fmt.Errorf("warehouse API timeout (try %d)", k)
 		}
-		return payment.Handler{}.Handle(ctx, tx, cb, out)
+		return demoPayments.Handle(ctx, tx, cb, out)
 	}))
 	reg.Register(callback.KindLogistics, logistics.Handler{})
 	return worker.Options{Registry: reg}
@@ -239,7 +239,7 @@ func TestRetriesExhaustedEndFailed(t *testing.T) {
 func TestPermanentFailuresAndPoison(t *testing.T) {
 	t.Parallel()
 	reg := callback.NewRegistry()
-	reg.Register(callback.KindPayment, payment.Handler{})
+	reg.Register(callback.KindPayment, demoPayments)
 	reg.Register(callback.KindLogistics, callback.HandlerFunc(func(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
 		if strings.Contains(string(cb.Payload), "BOOM") {
 			panic("carrier sent something we never expected")
@@ -255,12 +255,6 @@ func TestPermanentFailuresAndPoison(t *testing.T) {
 		want string
 	}{
 		{"order not found", e.pay(t, "ORD-NOPE", 1000, "PAY-P1"), "order not found"},
-		{"amount mismatch", e.pay(t, orders[0], 999, "PAY-P2"), "amount mismatch"},
-		{"paid by another payment", func() int64 {
-			first := e.pay(t, orders[1], 1001, "PAY-P3")
-			e.waitStatus(t, first, callback.StatusSuccess)
-			return e.pay(t, orders[1], 1001, "PAY-P4")
-		}(), "order already paid by another payment"},
 		{"payload that can never parse", func() int64 {
 			body := []byte(`{"orderCode":"` + orders[2] + `","paymentNo":"PAY-P5","amount":"lots"}`)
 			a := testenv.Post(t, e.gw.URL, "paydemo", body, testenv.PaydemoHeaders(t, e.cfg, "msg_p5", time.Now(), body))
@@ -277,6 +271,27 @@ func TestPermanentFailuresAndPoison(t *testing.T) {
 		require.Len(t, att, 1, tc.name)
 		require.Equal(t, callback.OutcomeFailed, att[0].Outcome, tc.name)
 	}
+	// A mismatch and a second payment are money for a person, not failed
+	// callbacks: SUCCESS, the order unchanged, payment.exception published.
+	for _, tc := range []struct {
+		name string
+		id   int64
+		note string
+	}{
+		{"amount mismatch", e.pay(t, orders[0], 999, "PAY-P2"), "exception amount_mismatch: payment 999, order 1000 (CNY minor units)"},
+		{"paid by another payment", func() int64 {
+			first := e.pay(t, orders[1], 1001, "PAY-P3")
+			e.waitStatus(t, first, callback.StatusSuccess)
+			return e.pay(t, orders[1], 1001, "PAY-P4")
+		}(), "exception paid_by_another: order already paid by payment PAY-P3"},
+	} {
+		e.waitStatus(t, tc.id, callback.StatusSuccess)
+		att := e.attempts(t, tc.id)
+		require.Len(t, att, 1, tc.name)
+		require.NotNil(t, att[0].Note, tc.name)
+		require.Equal(t, tc.note, *att[0].Note, tc.name)
+	}
+	require.Equal(t, payment.OrderUnpaid, e.order(t, orders[0]).PaymentStatus)
 	// The worker keeps running after a panic.
 	ok := e.ship(t, "WB-OK", "ORD-X", 1, "PICKED_UP")
 	e.waitStatus(t, ok, callback.StatusSuccess)
@@ -285,7 +300,8 @@ func TestPermanentFailuresAndPoison(t *testing.T) {
 	for _, m := range msgs {
 		keys[m.RoutingKey]++
 	}
-	require.Equal(t, map[string]int{"warehouse.ship": 1, "points.add": 1, "shipment.updated": 1}, keys, "failures publish nothing")
+	require.Equal(t, map[string]int{"warehouse.ship": 1, "points.add": 1, "shipment.updated": 1, "payment.exception": 2}, keys,
+		"failures publish nothing; each exception is published")
 }
 
 func TestLogisticsEventsApplyForwardOnly(t *testing.T) {
@@ -381,3 +397,7 @@ func TestOutboxRelayDeliversWhatTheFastPathCouldNot(t *testing.T) {
 		return pending == 0
 	}, 5*time.Second, 20*time.Millisecond)
 }
+
+// demoPayments is the payment handler as the shipped paydemo source
+// configures it (payment_currency CNY).
+var demoPayments = payment.Handler{Currencies: map[string]string{"paydemo": "CNY"}}

@@ -160,7 +160,7 @@ func run(t *testing.T, w world, m *model, answers []string, v variant) result {
 	if v.fallback {
 		opts.Registry = callback.NewRegistry()
 		for _, kind := range kinds.Names() {
-			h, _ := kinds.Registry().Handler(kind)
+			h, _ := kinds.Registry(cfg.WorkerSettings()).Handler(kind)
 			opts.Registry.Register(kind, fallback{h.(callback.BatchHandler)})
 		}
 	}
