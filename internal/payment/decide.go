@@ -292,14 +292,14 @@ func (h Handler) refund(b *book, o *Order, p *Payload, cb *callback.Log, currenc
 	}
 	switch p.Status {
 	case callback.RefundSuccess:
-		if currency != o.Currency {
-			return exception(o, payingOr(o, p), ExceptionCurrencyMismatch, p.Amount, currency, fmt.Sprintf("refund in %s, order in %s", currency, o.Currency)), nil
-		}
 		if r != nil {
 			if r.Status == RefundSucceeded {
 				return noEffect("refund %s already counted", no), nil
 			}
 			return noEffect("refund %s already %s", no, r.Status), nil
+		}
+		if currency != o.Currency {
+			return exception(o, payingOr(o, p), ExceptionCurrencyMismatch, p.Amount, currency, fmt.Sprintf("refund in %s, order in %s", currency, o.Currency)), nil
 		}
 		if !o.paid() {
 			return outcome{}, callback.NotYet(fmt.Errorf("%w: order %s is %s", ErrRefundBeforePayment, o.OrderCode, o.PaymentStatus))
@@ -428,9 +428,6 @@ func closeOrder(b *book, o *Order, p *Payload) outcome {
 
 // dispute: the dispute rows of the table.
 func (h Handler) dispute(b *book, o *Order, p *Payload, cb *callback.Log, currency string) (outcome, error) {
-	if currency != o.Currency {
-		return exception(o, payingOr(o, p), ExceptionCurrencyMismatch, p.Amount, currency, fmt.Sprintf("dispute in %s, order in %s", currency, o.Currency)), nil
-	}
 	now := stamp()
 	d := b.dispute(o.OrderCode, p.DisputeID)
 	if otherPayment(o, p) {
@@ -442,23 +439,28 @@ func (h Handler) dispute(b *book, o *Order, p *Payload, cb *callback.Log, curren
 			Amount: p.Amount, Currency: currency, CallbackLogID: cb.ID, LastLogID: cb.ID, CreatedAt: now, UpdatedAt: now})
 		return outcome{changed: true, note: fmt.Sprintf("dispute %s is of payment %s, which did not pay the order: the order is unchanged", p.DisputeID, p.PaymentNo)}, nil
 	}
+	switch {
+	case d == nil:
+	case d.Status == p.Status:
+		return noEffect("dispute %s already %s", d.DisputeID, d.Status), nil
+	case p.Status == callback.DisputeOpen:
+		return noEffect("dispute %s is already %s: it does not open again", d.DisputeID, d.Status), nil
+	}
+	if currency != o.Currency {
+		return exception(o, payingOr(o, p), ExceptionCurrencyMismatch, p.Amount, currency, fmt.Sprintf("dispute in %s, order in %s", currency, o.Currency)), nil
+	}
 	if !o.paid() {
 		return outcome{}, callback.NotYet(fmt.Errorf("%w: order %s is %s", ErrDisputeBeforePayment, o.OrderCode, o.PaymentStatus))
 	}
 	was := ""
 	var lostAmount int64
-	switch {
-	case d == nil:
+	if d == nil {
 		d = &Dispute{OrderCode: o.OrderCode, DisputeID: p.DisputeID, Source: cb.Source, CallbackLogID: cb.ID, Currency: currency, CreatedAt: now}
 		if p.PaymentNo != "" {
 			pn := p.PaymentNo
 			d.PaymentNo = &pn
 		}
-	case d.Status == p.Status:
-		return noEffect("dispute %s already %s", d.DisputeID, d.Status), nil
-	case p.Status == callback.DisputeOpen:
-		return noEffect("dispute %s is already %s: it does not open again", d.DisputeID, d.Status), nil
-	default:
+	} else {
 		was, lostAmount = d.Status, d.Amount
 	}
 	d.Status, d.Amount, d.LastLogID, d.UpdatedAt = p.Status, p.Amount, cb.ID, now

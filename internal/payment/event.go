@@ -32,6 +32,19 @@ func event(cb *callback.Log) (Payload, error) {
 	return p, nil
 }
 
+// Validate reports what makes a canonical payment-kind event unusable (nil
+// for one the handler can decide): what a preset's event must pass, and
+// what a configured source's body is checked against.
+func Validate(p Payload) error {
+	if p.Ignored != "" {
+		return nil
+	}
+	if p.Type == "" {
+		p.Type = callback.TypePayment
+	}
+	return check(&p)
+}
+
 // check reports what makes p unusable.
 func check(p *Payload) error {
 	// none refuses the first field set of fields, given as name, set,

@@ -133,8 +133,7 @@ func FuzzAlipayRead(f *testing.F) {
 			return
 		}
 		require.Len(t, cbs, 1)
-		require.NotEmpty(t, cbs[0].EventID)
-		require.NotEmpty(t, cbs[0].BusinessKey)
+		requireCanonical(t, cbs[0])
 	})
 }
 
