@@ -1,6 +1,7 @@
 package platform_test
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -445,4 +446,63 @@ func TestAdyenItemsKeepTheirOrder(t *testing.T) {
 		want[i] = it.PSP + ":CAPTURE:false"
 	}
 	require.Equal(t, want, events, "log ids follow the items' order")
+}
+
+// TestAdyenLiveFlag: the body's live must equal the source's livemode
+// (ADYEN_LIVE, default true): a test-environment notification sent to a
+// live source is refused (403) and not stored, and so is a live one sent
+// to a test source.
+func TestAdyenLiveFlag(t *testing.T) {
+	live, err := platform.New("adyen", platform.Config{Secrets: []string{adyenKey}, MerchantAccounts: "CallgateECOM"})
+	require.NoError(t, err)
+	body := adyenSigned(adyenKey, authorisation("PSP-LIVE", "ORD-LIVE", 1000, "true")) // "live":"false"
+	_, err = live.Read(platform.Request{Header: jsonHeader(), Body: body, Now: time.Now()})
+	require.True(t, platform.IsForeignMerchant(err), "a test notification on a live source: %v", err)
+	require.ErrorContains(t, err, `live "false" is not this source's`)
+
+	test := newAdyen(t, adyenKey) // livemode false
+	liveBody := bytes.Replace(body, []byte(`"live":"false"`), []byte(`"live":"true"`), 1)
+	_, err = test.Read(platform.Request{Header: jsonHeader(), Body: liveBody, Now: time.Now()})
+	require.True(t, platform.IsForeignMerchant(err), "a live notification on a test source: %v", err)
+	_, err = test.Read(platform.Request{Header: jsonHeader(), Body: body, Now: time.Now()})
+	require.NoError(t, err)
+
+	_, err = platform.New("adyen", platform.Config{Secrets: []string{adyenKey}, MerchantAccounts: "A", Livemode: "yes"})
+	require.ErrorContains(t, err, `platform.livemode: "yes" is neither true nor false (ADYEN_LIVE)`)
+}
+
+// TestAdyenFailureOfThePayingPayment: an AUTHORISATION success=false for
+// the pspReference that paid the order is never "already applied": the
+// order stays PAID and payment.exception reversal_of_paying_payment tells
+// a person; a CHARGEBACK of that payment loses the dispute (points
+// deducted, the warehouse told to cancel).
+func TestAdyenFailureOfThePayingPayment(t *testing.T) {
+	p := testenv.StartPlatform(t, "adyen", adyenConfig(adyenKey))
+	p.CreateOrder(t, "ORD-AD-REV", 1000, "EUR")
+	post := func(it adyenItem) {
+		t.Helper()
+		a := p.Post(t, "adyen", adyenSigned(adyenKey, it), jsonHeader())
+		require.Equal(t, http.StatusOK, a.Status, string(a.Body))
+	}
+	post(authorisation("PSP-REV", "ORD-AD-REV", 1000, "true"))
+	p.Settled(t, "adyen", "PSP-REV:AUTHORISATION:true")
+	post(authorisation("PSP-REV", "ORD-AD-REV", 1000, "false"))
+	row := p.Settled(t, "adyen", "PSP-REV:AUTHORISATION:false")
+	require.Equal(t, "exception reversal_of_paying_payment: payment PSP-REV, which paid the order, is reported failed", p.LastNote(t, row.ID))
+	require.Equal(t, []string{
+		`payment.exception {"amount":1000,"currency":"EUR","kind":"reversal_of_paying_payment","orderCode":"ORD-AD-REV","paymentNo":"PSP-REV"}`,
+	}, outboxOf(t, p, row.ID))
+	require.Equal(t, payment.OrderPaid, p.Order(t, "ORD-AD-REV").PaymentStatus)
+
+	cb := adyenItem{PSP: "PSP-CB", Original: "PSP-REV", Account: "CallgateECOM", Ref: "ORD-AD-REV", Value: 1000, Currency: "EUR",
+		Event: "CHARGEBACK", Success: "true", Date: "2024-05-02T12:30:00+02:00"}
+	post(cb)
+	row = p.Settled(t, "adyen", "PSP-CB:CHARGEBACK:true")
+	require.Equal(t, []string{
+		`order.dispute {"amount":1000,"currency":"EUR","disputeId":"PSP-REV","orderCode":"ORD-AD-REV","status":"LOST"}`,
+		`points.deduct {"amount":1000,"currency":"EUR","orderCode":"ORD-AD-REV","userId":7}`,
+		`warehouse.cancel {"orderCode":"ORD-AD-REV"}`,
+	}, outboxOf(t, p, row.ID))
+	o := p.Order(t, "ORD-AD-REV")
+	require.Equal(t, "LOST", *o.DisputeStatus)
 }

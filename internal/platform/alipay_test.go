@@ -251,3 +251,57 @@ func TestAlipayReadErrors(t *testing.T) {
 	require.Equal(t, `the notification could not be read: total_amount: amount "2.001" has more than 2 decimal places`, cbs[0].Unreadable)
 	require.Nil(t, cbs[0].Event)
 }
+
+// TestAlipayRefundsAfterPayment: TRADE_CLOSED after a payment carries the
+// refund in refund_fee: a full refund, never "the same payment again". The
+// order is REFUNDED, the warehouse told to cancel and the points deducted;
+// a partial refund before it (TRADE_SUCCESS with refund_fee) counted its
+// share, and the full refund only the rest (refund_fee is a running
+// total).
+func TestAlipayRefundsAfterPayment(t *testing.T) {
+	k := testenv.RSAKeys()[0]
+	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}, AppID: alipayAppID})
+	p.CreateOrder(t, alipayOrder, 200, "CNY")
+	requireAlipayAnswer(t, p.Post(t, "alipay", alipayExample().signed(k), alipayHeader()), http.StatusOK, "success", "the payment")
+	p.Settled(t, "alipay", alipayNotify)
+
+	partial := alipayExample("notify_id", "n-partial", "refund_fee", "0.50", "gmt_refund", "2016-07-20 10:00:00.000", "out_biz_no", "RF-1")
+	requireAlipayAnswer(t, p.Post(t, "alipay", partial.signed(k), alipayHeader()), http.StatusOK, "success", "partial refund")
+	row := p.Settled(t, "alipay", "n-partial")
+	o := p.Order(t, alipayOrder)
+	require.Equal(t, payment.OrderPartiallyRefunded, o.PaymentStatus)
+	require.EqualValues(t, 50, o.RefundedAmount)
+	require.Equal(t, []string{
+		`order.refunded {"amount":50,"currency":"CNY","full":false,"orderCode":"` + alipayOrder + `","refundNo":"RF-1","refundedTotal":50}`,
+		`points.deduct {"amount":50,"currency":"CNY","orderCode":"` + alipayOrder + `","userId":7}`,
+	}, outboxOf(t, p, row.ID))
+
+	full := alipayExample("notify_id", "n-full", "trade_status", "TRADE_CLOSED", "refund_fee", "2.00", "gmt_refund", "2016-07-21 10:00:00.000", "out_biz_no", "RF-2")
+	requireAlipayAnswer(t, p.Post(t, "alipay", full.signed(k), alipayHeader()), http.StatusOK, "success", "full refund")
+	row = p.Settled(t, "alipay", "n-full")
+	o = p.Order(t, alipayOrder)
+	require.Equal(t, payment.OrderRefunded, o.PaymentStatus, "a full refund is not the same payment again")
+	require.EqualValues(t, 200, o.RefundedAmount)
+	require.Equal(t, []string{
+		`order.refunded {"amount":150,"currency":"CNY","full":true,"orderCode":"` + alipayOrder + `","refundNo":"RF-2","refundedTotal":200}`,
+		`points.deduct {"amount":150,"currency":"CNY","orderCode":"` + alipayOrder + `","userId":7}`,
+		`warehouse.cancel {"orderCode":"` + alipayOrder + `"}`,
+	}, outboxOf(t, p, row.ID))
+}
+
+// outboxOf is what callback id published: "routing.key payload", each
+// checked against the downstream contract.
+func outboxOf(t *testing.T, p *testenv.Platform, id int64) []string {
+	t.Helper()
+	var rows []struct {
+		RoutingKey string
+		Payload    string
+	}
+	require.NoError(t, p.St.DB.Raw(`SELECT routing_key, payload FROM outbox WHERE callback_log_id = ? ORDER BY id`, id).Scan(&rows).Error)
+	out := []string{}
+	for _, r := range rows {
+		testenv.MustContract(t).Check(t, r.RoutingKey, []byte(r.Payload))
+		out = append(out, r.RoutingKey+" "+r.Payload)
+	}
+	return out
+}

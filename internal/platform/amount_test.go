@@ -31,18 +31,36 @@ func TestMinorUnits(t *testing.T) {
 	}
 }
 
+// TestAmountOverflowIsRefused: 15 integer digits and CLF's 4 decimals do
+// not fit in int64 minor units; the conversion refuses them rather than
+// wrap to a negative amount.
+func TestAmountOverflowIsRefused(t *testing.T) {
+	_, _, err := platform.AmountIn("999999999999999.9999", "CLF")
+	require.ErrorContains(t, err, `amount "999999999999999.9999" is too large`)
+	n, code, err := platform.AmountIn("922337203685477.5807", "CLF")
+	require.NoError(t, err, "the largest int64 still converts")
+	require.Equal(t, int64(9223372036854775807), n)
+	require.Equal(t, "CLF", code)
+	_, _, err = platform.AmountIn("922337203685477.5808", "CLF")
+	require.Error(t, err)
+}
+
 // FuzzMinorUnits checks the conversion against exact rational arithmetic.
 func FuzzMinorUnits(f *testing.F) {
 	for _, s := range []string{"2.00", "0.29", "1.001", "12345678901234.99", "", "-1", "1e3"} {
 		f.Add(s, 2)
 	}
 	f.Fuzz(func(t *testing.T, s string, digits int) {
-		digits = ((digits % 4) + 4) % 4
+		digits = ((digits % 5) + 5) % 5 // 0 to 4: CLF has 4
 		got, err := platform.MinorUnits(s, digits)
 		if err != nil {
 			return
 		}
 		r, ok := new(big.Rat).SetString(s)
+		require.True(t, ok, "accepted %q, which is not a number", s)
+		if exact := new(big.Rat).Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(digits)), nil))); exact.IsInt() {
+			require.True(t, exact.Num().IsInt64(), "accepted %q (%d decimals), which does not fit in int64", s, digits)
+		}
 		require.True(t, ok, "accepted %q, which is not a number", s)
 		scale := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(digits)), nil))
 		want := r.Mul(r, scale)

@@ -1,6 +1,7 @@
 package platform_test
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -133,4 +134,36 @@ func TestShopifyRefusals(t *testing.T) {
 		return p.St.DB.Raw(`SELECT COALESCE(last_error, '') FROM callback_log WHERE source = 'shopify' AND status = 'FAILED'`).Scan(&last).Error == nil && last != ""
 	}, 20*time.Second, 20*time.Millisecond)
 	require.Contains(t, last, "the notification could not be read: total_price: amount \"1.001\" has more than 2 decimal places")
+}
+
+// TestShopifyEventIDNamesTheShop: one app secret signs for every shop, and
+// order ids are the same bytes in any shop's body: the event id names the
+// shop, so the same body from two configured shops is two events, each
+// of its own shop's order; an order whose signed order_status_url names
+// another shop than the unsigned header is refused (403), not stored.
+func TestShopifyEventIDNamesTheShop(t *testing.T) {
+	p := testenv.StartPlatform(t, "shopify", shopifyConfig(shopifySecret))
+	const other = "other-shop.myshopify.com"
+	p.CreateOrder(t, shopifyCode("#3001"), 100, "EUR")
+	p.CreateOrder(t, other+"/#3001", 100, "EUR")
+	body := shopifyOrder("#3001", 3001, "1.00")
+	require.Equal(t, http.StatusOK, p.Post(t, "shopify", body, shopifySigned(body, shopifySecret, "wh-a", "orders/paid")).Status)
+	h := shopifySigned(body, shopifySecret, "wh-b", "orders/paid")
+	h.Set("X-Shopify-Shop-Domain", other)
+	a := p.Post(t, "shopify", body, h)
+	require.Equal(t, http.StatusOK, a.Status)
+	require.Contains(t, string(a.Body), `"duplicate":false`, "another shop's delivery is another event")
+	p.Settled(t, "shopify", shopifyShop+"/3001:orders/paid:2026-11-30T12:00:00-05:00")
+	p.Settled(t, "shopify", other+"/3001:orders/paid:2026-11-30T12:00:00-05:00")
+	require.Equal(t, payment.OrderPaid, p.Order(t, shopifyCode("#3001")).PaymentStatus)
+	require.Equal(t, payment.OrderPaid, p.Order(t, other+"/#3001").PaymentStatus)
+
+	bound := bytes.Replace(shopifyOrder("#3002", 3002, "1.00"), []byte(`{`),
+		[]byte(`{"order_status_url":"https://`+shopifyShop+`/548380009/orders/abc/authenticate?key=k",`), 1)
+	h = shopifySigned(bound, shopifySecret, "wh-c", "orders/paid")
+	h.Set("X-Shopify-Shop-Domain", other)
+	a = p.Post(t, "shopify", bound, h)
+	require.Equal(t, http.StatusForbidden, a.Status, string(a.Body))
+	require.Contains(t, string(a.Body), `order_status_url \"`+shopifyShop+`\" is not this source's`)
+	require.Equal(t, 2, p.Callbacks(t, "shopify"))
 }

@@ -1,9 +1,12 @@
 package platform_test
 
 import (
+	"callgate/internal/store"
+	"callgate/internal/worker"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -110,4 +113,58 @@ func TestStripeRefusals(t *testing.T) {
 		require.Contains(t, string(a.Body), "invalid signature", name)
 	}
 	require.Zero(t, p.Callbacks(t, "stripe"), "nothing refused is stored")
+}
+
+// TestStripeUnreadableIsKeptAndReadAgainOnReplay: a validly signed
+// payment_intent.succeeded whose order is not where the source looks
+// (Checkout copies metadata to the Session, not the PaymentIntent; this
+// shop puts it under metadata.order_id) is stored and answered 2xx, so
+// Stripe stops retrying, and FAILED with the reason; once the
+// configuration is fixed (order_path), a replay reads the raw body again
+// and pays the order.
+func TestStripeUnreadableIsKeptAndReadAgainOnReplay(t *testing.T) {
+	cfg := testenv.Config(t, testenv.WithPlatform("stripe", stripeConfig(stripeSecret)))
+	gw := testenv.StartGateway(t, cfg)
+	gw.WaitReady(t)
+	first := testenv.StartWorker(t, cfg, worker.Options{})
+	st := testenv.Store(t, cfg)
+	_, err := st.SQL.Exec(`INSERT INTO orders (order_code, user_id, amount, currency) VALUES ('ORD-ST-ID', 7, 1200, 'USD')`)
+	require.NoError(t, err)
+	body := []byte(`{"id":"evt_oid","object":"event","api_version":"2025-08-27.basil","created":1764547200,"livemode":false,"type":"payment_intent.succeeded",` +
+		`"data":{"object":{"id":"pi_oid","object":"payment_intent","amount":1200,"amount_received":1200,"currency":"usd","metadata":{"order_id":"ORD-ST-ID"}}}}`)
+	a := testenv.PostRaw(t, gw.URL, "stripe", body, stripeSigned(body, stripeSecret, time.Now()))
+	require.Equal(t, http.StatusOK, a.Status, string(a.Body))
+	var ids []int64
+	require.NoError(t, st.DB.Table("callback_log").Where("event_id = ?", "evt_oid").Pluck("id", &ids).Error)
+	require.Len(t, ids, 1, "stored: nothing signed is lost")
+	row := st.WaitStatus(t, ids[0], callback.StatusFailed)
+	require.Equal(t, `the notification could not be read: field "data.object.metadata.order_code" is missing`, *row.LastError)
+	require.Equal(t, 1, row.Attempts)
+	require.Equal(t, payment.OrderUnpaid, orderStatus(t, st, "ORD-ST-ID"), "nothing processed")
+
+	// The fix: the source reads the order where this shop puts it.
+	require.NoError(t, first.Stop())
+	fixed := *cfg
+	fixed.Sources = slices.Clone(cfg.Sources)
+	for i := range fixed.Sources {
+		if fixed.Sources[i].Name == "stripe" {
+			fixed.Sources[i].Platform.OrderPath = "data.object.metadata.order_id"
+		}
+	}
+	testenv.StartWorker(t, &fixed, worker.Options{})
+	require.NoError(t, st.InTx(t.Context(), func(tx *store.Tx) error {
+		return st.MakePendingTx(t.Context(), tx, ids, time.Now().UTC())
+	}))
+	testenv.Publish(t, cfg, "payment", fmt.Sprintf(`{"log_ids":[%d]}`, ids[0]))
+	row = st.WaitStatus(t, ids[0], callback.StatusSuccess)
+	require.Equal(t, payment.OrderPaid, orderStatus(t, st, "ORD-ST-ID"))
+	require.JSONEq(t, `{"orderCode":"ORD-ST-ID","paymentNo":"pi_oid","amount":1200,"currency":"USD","status":"SUCCESS","paidAt":"2025-12-01T00:00:00Z"}`,
+		string(row.Normalized), "the event read again is stored")
+}
+
+func orderStatus(t *testing.T, st *testenv.TestStore, code string) string {
+	t.Helper()
+	var s string
+	require.NoError(t, st.SQL.QueryRow(`SELECT payment_status FROM orders WHERE order_code = ?`, code).Scan(&s))
+	return s
 }

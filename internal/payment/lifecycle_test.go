@@ -1,0 +1,202 @@
+package payment_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"callgate/internal/callback"
+	"callgate/internal/config"
+	"callgate/internal/metrics"
+	"callgate/internal/payment"
+	"callgate/internal/source"
+	"callgate/internal/testenv"
+	"callgate/internal/worker"
+)
+
+// retrying makes paydemo retry fast: an event that waits is tried again
+// within half a second.
+func retrying(attempts int) func(*config.Config) {
+	return func(c *config.Config) {
+		c.Scheduler.Compensation.Interval = 100 * time.Millisecond
+		for i := range c.Sources {
+			if c.Sources[i].Name == "paydemo" {
+				c.Sources[i].Retry = source.Retry{MaxAttempts: attempts, Initial: 200 * time.Millisecond, Max: 400 * time.Millisecond}
+			}
+		}
+	}
+}
+
+// notifications are the outbox rows of callback id: "routing.key payload".
+func notifications(t *testing.T, st *testenv.TestStore, id int64) []string {
+	t.Helper()
+	var rows []struct {
+		RoutingKey string
+		Payload    string
+	}
+	require.NoError(t, st.DB.Raw(`SELECT routing_key, payload FROM outbox WHERE callback_log_id = ? ORDER BY id`, id).Scan(&rows).Error)
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		testenv.MustContract(t).Check(t, r.RoutingKey, []byte(r.Payload))
+		out[i] = r.RoutingKey + " " + r.Payload
+	}
+	return out
+}
+
+func orderOf(t *testing.T, st *testenv.TestStore, code string) payment.Order {
+	t.Helper()
+	var o payment.Order
+	require.NoError(t, st.DB.Take(&o, "order_code = ?", code).Error)
+	return o
+}
+
+// TestRefundBeforeItsPaymentWaits: a refund that arrives before its
+// payment (the payment's notification was answered 503 and comes again
+// later) waits, and does not hold up its order's key: the payment that
+// comes after it runs, and the refund applies on its next attempt. Its
+// attempts before say why it waited.
+func TestRefundBeforeItsPaymentWaits(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, retrying(8))
+	st := testenv.Store(t, cfg)
+	order := testenv.CreateOrders(t, cfg, "rbp", 1)[0] // amount 1000, CNY
+	testenv.StartWorker(t, cfg, worker.Options{})
+
+	refund := storePayment(t, cfg, st, "e-refund", order,
+		fmt.Sprintf(`{"type":"refund","orderCode":%q,"refundNo":"RF-1","amount":400,"status":"SUCCESS"}`, order))
+	require.Eventually(t, func() bool {
+		var n int
+		return st.SQL.QueryRow(`SELECT COUNT(*) FROM callback_attempt WHERE log_id = ?`, refund).Scan(&n) == nil && n >= 1
+	}, 10*time.Second, 10*time.Millisecond, "the refund's first attempt")
+	paid := storePayment(t, cfg, st, "e-paid", order,
+		fmt.Sprintf(`{"orderCode":%q,"paymentNo":"PAY-1","amount":1000,"status":"SUCCESS"}`, order))
+	st.WaitStatus(t, paid, callback.StatusSuccess)
+	row := st.WaitStatus(t, refund, callback.StatusSuccess)
+	require.Greater(t, row.Attempts, 1, "the refund waited")
+
+	attempts, err := st.Attempts(t.Context(), refund)
+	require.NoError(t, err)
+	require.Equal(t, callback.OutcomeRetry, attempts[0].Outcome)
+	require.Equal(t, "refund before its payment: order "+order+" is UNPAID", *attempts[0].Error)
+	require.Equal(t, callback.OutcomeSuccess, attempts[len(attempts)-1].Outcome)
+
+	o := orderOf(t, st, order)
+	require.Equal(t, payment.OrderPartiallyRefunded, o.PaymentStatus)
+	require.EqualValues(t, 400, o.RefundedAmount)
+	require.Equal(t, []string{
+		`order.refunded {"amount":400,"currency":"CNY","full":false,"orderCode":"` + order + `","refundNo":"RF-1","refundedTotal":400}`,
+		`points.deduct {"amount":400,"currency":"CNY","orderCode":"` + order + `","userId":100}`,
+	}, notifications(t, st, refund))
+}
+
+// TestRefundWithoutItsPaymentFailsOnceItsBudgetIsSpent: a refund whose
+// payment never comes is FAILED with the reason, after the source's
+// retry budget; nothing changed.
+func TestRefundWithoutItsPaymentFailsOnceItsBudgetIsSpent(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, retrying(3))
+	st := testenv.Store(t, cfg)
+	m := metrics.New("worker")
+	order := testenv.CreateOrders(t, cfg, "rnp", 1)[0]
+	testenv.StartWorker(t, cfg, worker.Options{Metrics: m})
+	id := storePayment(t, cfg, st, "e-refund", order,
+		fmt.Sprintf(`{"type":"refund","orderCode":%q,"refundNo":"RF-1","amount":400,"status":"SUCCESS"}`, order))
+	row := st.WaitStatus(t, id, callback.StatusFailed)
+	require.Equal(t, 3, row.Attempts)
+	require.Equal(t, "refund before its payment: order "+order+" is UNPAID", *row.LastError)
+	require.Equal(t, payment.OrderUnpaid, orderOf(t, st, order).PaymentStatus)
+	require.Empty(t, notifications(t, st, id))
+	require.Eventually(t, func() bool {
+		return testutil.ToFloat64(m.FailedReasons.WithLabelValues("payment", "refund_before_payment")) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+}
+
+// TestOrderNotFoundWaitsForTheGrace: a payment that races the shop's own
+// commit (its order is written a moment later) is retried within
+// worker.order_grace and pays the order; after the grace, an unknown order
+// is FAILED "order not found".
+func TestOrderNotFoundWaitsForTheGrace(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, retrying(20), func(c *config.Config) { c.Worker.OrderGrace = 3 * time.Second })
+	st := testenv.Store(t, cfg)
+	testenv.StartWorker(t, cfg, worker.Options{})
+
+	early := storePayment(t, cfg, st, "e-early", "ORD-LATE",
+		`{"orderCode":"ORD-LATE","paymentNo":"PAY-LATE","amount":1999,"status":"SUCCESS"}`)
+	require.Eventually(t, func() bool {
+		var n int
+		return st.SQL.QueryRow(`SELECT COUNT(*) FROM callback_attempt WHERE log_id = ?`, early).Scan(&n) == nil && n >= 1
+	}, 10*time.Second, 10*time.Millisecond)
+	_, err := st.SQL.Exec(`INSERT INTO orders (order_code, user_id, amount) VALUES ('ORD-LATE', 7, 1999)`)
+	require.NoError(t, err)
+	row := st.WaitStatus(t, early, callback.StatusSuccess)
+	require.Greater(t, row.Attempts, 1)
+	require.Equal(t, payment.OrderPaid, orderOf(t, st, "ORD-LATE").PaymentStatus)
+
+	never := storePayment(t, cfg, st, "e-never", "ORD-NEVER",
+		`{"orderCode":"ORD-NEVER","paymentNo":"PAY-NEVER","amount":1999,"status":"SUCCESS"}`)
+	row = st.WaitStatus(t, never, callback.StatusFailed)
+	require.Equal(t, "order not found", *row.LastError)
+	require.Greater(t, row.Attempts, 1, "retried within the grace")
+	require.GreaterOrEqual(t, row.ProcessedAt.Sub(row.ReceivedAt), 3*time.Second, "FAILED only after the grace")
+}
+
+// TestAJSONSourceWithoutACurrency: an event of a configured JSON source
+// that names no currency is in its payment_currency; a source that sets
+// none fails such a payment "no currency", and the order keeps its
+// status.
+func TestAJSONSourceWithoutACurrency(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast, func(c *config.Config) {
+		for i := range c.Sources {
+			if c.Sources[i].Name == "paydemo" {
+				c.Sources[i].PaymentCurrency = ""
+			}
+		}
+	})
+	st := testenv.Store(t, cfg)
+	_, err := st.SQL.Exec(`INSERT INTO orders (order_code, user_id, amount, currency) VALUES ('ORD-NOCUR', 7, 1999, 'JPY')`)
+	require.NoError(t, err)
+	testenv.StartWorker(t, cfg, worker.Options{})
+	id := storePayment(t, cfg, st, "e-nocur", "ORD-NOCUR", `{"orderCode":"ORD-NOCUR","paymentNo":"PAY-1","amount":1999,"status":"SUCCESS"}`)
+	row := st.WaitStatus(t, id, callback.StatusFailed)
+	require.Equal(t, 1, row.Attempts)
+	require.Equal(t, "no currency: the event names none and source paydemo sets no payment_currency", *row.LastError)
+	require.Equal(t, payment.OrderUnpaid, orderOf(t, st, "ORD-NOCUR").PaymentStatus, "never paid in whatever currency the order has")
+
+	ok := storePayment(t, cfg, st, "e-cur", "ORD-NOCUR", `{"orderCode":"ORD-NOCUR","paymentNo":"PAY-1","amount":1999,"currency":"JPY","status":"SUCCESS"}`)
+	st.WaitStatus(t, ok, callback.StatusSuccess)
+	require.Equal(t, payment.OrderPaid, orderOf(t, st, "ORD-NOCUR").PaymentStatus)
+}
+
+// TestPaidByAnotherTellsDownstream: a second payment of a paid order is
+// money to give back: payment.exception paid_by_another, counted by kind;
+// the same second payment sent again is reported once.
+func TestPaidByAnotherTellsDownstream(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast)
+	st := testenv.Store(t, cfg)
+	m := metrics.New("worker")
+	order := testenv.CreateOrders(t, cfg, "pba", 1)[0]
+	testenv.StartWorker(t, cfg, worker.Options{Metrics: m})
+	pay := func(event, no string) int64 {
+		return storePayment(t, cfg, st, event, order, fmt.Sprintf(`{"orderCode":%q,"paymentNo":%q,"amount":1000,"status":"SUCCESS"}`, order, no))
+	}
+	st.WaitStatus(t, pay("e-1", "PAY-1"), callback.StatusSuccess)
+	second := pay("e-2", "PAY-2")
+	st.WaitStatus(t, second, callback.StatusSuccess)
+	require.Equal(t, []string{
+		`payment.exception {"amount":1000,"currency":"CNY","kind":"paid_by_another","orderCode":"` + order + `","paymentNo":"PAY-2"}`,
+	}, notifications(t, st, second))
+	again := pay("e-3", "PAY-2")
+	st.WaitStatus(t, again, callback.StatusSuccess)
+	require.Empty(t, notifications(t, st, again), "reported once")
+	require.Eventually(t, func() bool {
+		return testutil.ToFloat64(m.PaymentExceptions.WithLabelValues("paid_by_another")) == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	o := orderOf(t, st, order)
+	require.Equal(t, "PAY-1", *o.PaymentNo)
+}
