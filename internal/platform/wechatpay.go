@@ -192,8 +192,8 @@ func (p *wechatPay) interpret(body []byte) ([]Callback, error) {
 // wechatTransaction maps a transaction resource: trade_state SUCCESS pays;
 // CLOSED closes the unpaid order; REVOKED (a payment-code payment taken
 // back) and PAYERROR fail the payment; any other state changes nothing
-// (pay.weixin.qq.com/doc/v3/merchant/4012791861, "支付成功回调通知"; the
-// states of the query-order answer, 4012791859).
+// (pay.weixin.qq.com/wiki/doc/apiv3/apis/chapter3_2_5.shtml, "支付通知";
+// WeChat Pay notifies paid orders only: CLOSED comes from a query answer).
 func wechatTransaction(obj callback.Object, notificationID string) (callback.PaymentEvent, error) {
 	order, err := obj.Scalar("out_trade_no")
 	if err != nil {
