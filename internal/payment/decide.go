@@ -293,6 +293,11 @@ func (h Handler) refund(b *book, o *Order, p *Payload, cb *callback.Log, currenc
 	switch p.Status {
 	case callback.RefundSuccess:
 		if r != nil {
+			if r.Status == RefundSucceeded && p.Amount == 0 && p.RefundedTotal != nil {
+				// A running total again under a refund already counted:
+				// what it adds is more money given back.
+				return h.countRefund(b, o, p, no, r, cb.ID, newRow), nil
+			}
 			if r.Status == RefundSucceeded {
 				return noEffect("refund %s already counted", no), nil
 			}
@@ -304,7 +309,7 @@ func (h Handler) refund(b *book, o *Order, p *Payload, cb *callback.Log, currenc
 		if !o.paid() {
 			return outcome{}, callback.NotYet(fmt.Errorf("%w: order %s is %s", ErrRefundBeforePayment, o.OrderCode, o.PaymentStatus))
 		}
-		return h.countRefund(b, o, p, no, newRow), nil
+		return h.countRefund(b, o, p, no, nil, cb.ID, newRow), nil
 	default: // FAILED, REVERSED
 		if r == nil {
 			if p.Status == callback.RefundReversed {
@@ -345,10 +350,11 @@ func (h Handler) refund(b *book, o *Order, p *Payload, cb *callback.Log, currenc
 	}
 }
 
-// countRefund counts a new refund that succeeded on a paid order: its
-// own amount (less what running totals counted already) or what its
-// running total adds, up to what remains.
-func (h Handler) countRefund(b *book, o *Order, p *Payload, no string, newRow func(string, int64) *Refund) outcome {
+// countRefund counts a refund that succeeded on a paid order: its own
+// amount (less what running totals counted already) or what its running
+// total adds, up to what remains. r is the refund's row when a running
+// total comes again under a refund already counted (nil: a new refund).
+func (h Handler) countRefund(b *book, o *Order, p *Payload, no string, r *Refund, logID int64, newRow func(string, int64) *Refund) outcome {
 	var figure, matched int64
 	switch {
 	case p.Amount > 0:
@@ -362,12 +368,17 @@ func (h Handler) countRefund(b *book, o *Order, p *Payload, no string, newRow fu
 			return noEffect("refund %s: the running total %d is already counted", no, *p.RefundedTotal)
 		}
 	}
-	row := newRow(RefundSucceeded, figure)
 	figure -= matched
 	counted := min(figure, o.remaining())
 	excess := figure - counted
-	row.Counted, row.Matched = counted, matched
-	b.putRefund(row)
+	if r == nil {
+		r = newRow(RefundSucceeded, figure+matched)
+		r.Counted, r.Matched = counted, matched
+	} else {
+		r.Amount, r.Counted = r.Amount+figure, r.Counted+counted
+		r.LastLogID, r.UpdatedAt = logID, stamp()
+	}
+	b.putRefund(r)
 	out := outcome{changed: true}
 	if counted > 0 {
 		wasRefunded := o.PaymentStatus == OrderRefunded

@@ -382,6 +382,10 @@ func (m *model) refund(o *modelOrder, e *event) (outcome, string, bool) {
 	case "SUCCESS":
 		m.cell("refund succeeded", o.Status)
 		if r != nil {
+			if r.Status == "SUCCEEDED" && e.Amount == 0 {
+				// A running total again: it counts what it adds.
+				return m.count(o, e, no), "", false
+			}
 			if r.Status == "SUCCEEDED" {
 				return noEffect("refund %s already counted", no), "", false
 			}
@@ -456,13 +460,16 @@ func (m *model) count(o *modelOrder, e *event, no string) outcome {
 			return noEffect("refund %s: the running total %d is already counted", no, e.Total)
 		}
 	}
-	row := &modelRefund{Status: "SUCCEEDED", Amount: figure, Matched: matched, Payment: e.paymentNo()}
 	figure -= matched
 	remaining := max(0, o.Amount-o.Refunded)
 	counted := min(figure, remaining)
 	excess := figure - counted
-	row.Counted = counted
-	o.refunds[no] = row
+	if row := o.refunds[no]; row != nil {
+		row.Amount += figure
+		row.Counted += counted
+	} else {
+		o.refunds[no] = &modelRefund{Status: "SUCCEEDED", Amount: figure + matched, Matched: matched, Counted: counted, Payment: e.paymentNo()}
+	}
 	out := outcome{Status: "SUCCESS"}
 	if counted > 0 {
 		was := o.Status
