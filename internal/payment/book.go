@@ -341,73 +341,64 @@ func writeOrders(db *gorm.DB, orders []*Order) error {
 // writePayments records payments; a payment already recorded keeps
 // SUCCEEDED and paying once it had them (its rows apply in order).
 func writePayments(db *gorm.DB, rows []*Payment) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	var q strings.Builder
-	q.WriteString(`INSERT INTO payments (order_code, payment_no, source, status, paying, amount, currency, callback_log_id, last_log_id, created_at, updated_at) VALUES `)
-	args := make([]any, 0, 11*len(rows))
+	values := make([][]any, len(rows))
 	for i, p := range rows {
-		if i > 0 {
-			q.WriteByte(',')
-		}
-		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-		args = append(args, p.OrderCode, p.PaymentNo, p.Source, p.Status, p.Paying, p.Amount, p.Currency, p.CallbackLogID, p.LastLogID, p.CreatedAt, p.UpdatedAt)
+		values[i] = []any{p.OrderCode, p.PaymentNo, p.Source, p.Status, p.Paying, p.Amount, p.Currency, p.CallbackLogID, p.LastLogID, p.CreatedAt, p.UpdatedAt}
 	}
 	// MariaDB assigns left to right: amount reads the status before.
-	q.WriteString(` ON DUPLICATE KEY UPDATE amount = IF(status = 'SUCCEEDED', amount, VALUES(amount)),
+	return upsert(db, "payments", []string{"order_code", "payment_no", "source", "status", "paying", "amount", "currency", "callback_log_id",
+		"last_log_id", "created_at", "updated_at"}, values, `amount = IF(status = 'SUCCEEDED', amount, VALUES(amount)),
 		status = IF(status = 'SUCCEEDED', status, VALUES(status)), paying = paying OR VALUES(paying),
 		last_log_id = VALUES(last_log_id), updated_at = VALUES(updated_at)`)
-	if err := db.Exec(q.String(), args...).Error; err != nil {
-		return fmt.Errorf("error recording payments: %w", err)
-	}
-	return nil
 }
 
 // writeRefunds stores refunds as the batch left them (it read them locked).
 func writeRefunds(db *gorm.DB, rows []*Refund) error {
 	rows = lastOf(rows, func(r *Refund) string { return r.OrderCode + "\x00" + r.RefundNo })
-	if len(rows) == 0 {
-		return nil
-	}
-	var q strings.Builder
-	q.WriteString(`INSERT INTO refunds (order_code, refund_no, payment_no, source, status, amount, counted, matched, currency, reason, callback_log_id, last_log_id, created_at, updated_at) VALUES `)
-	args := make([]any, 0, 14*len(rows))
+	values := make([][]any, len(rows))
 	for i, r := range rows {
-		if i > 0 {
-			q.WriteByte(',')
-		}
-		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-		args = append(args, r.OrderCode, r.RefundNo, r.PaymentNo, r.Source, r.Status, r.Amount, r.Counted, r.Matched, r.Currency, r.Reason,
-			r.CallbackLogID, r.LastLogID, r.CreatedAt, r.UpdatedAt)
+		values[i] = []any{r.OrderCode, r.RefundNo, r.PaymentNo, r.Source, r.Status, r.Amount, r.Counted, r.Matched, r.Currency, r.Reason,
+			r.CallbackLogID, r.LastLogID, r.CreatedAt, r.UpdatedAt}
 	}
-	q.WriteString(` ON DUPLICATE KEY UPDATE status = VALUES(status), amount = VALUES(amount), counted = VALUES(counted), matched = VALUES(matched),
-		reason = VALUES(reason), last_log_id = VALUES(last_log_id), updated_at = VALUES(updated_at)`)
-	if err := db.Exec(q.String(), args...).Error; err != nil {
-		return fmt.Errorf("error recording refunds: %w", err)
-	}
-	return nil
+	return upsert(db, "refunds", []string{"order_code", "refund_no", "payment_no", "source", "status", "amount", "counted", "matched",
+		"currency", "reason", "callback_log_id", "last_log_id", "created_at", "updated_at"}, values, `status = VALUES(status),
+		amount = VALUES(amount), counted = VALUES(counted), matched = VALUES(matched), reason = VALUES(reason),
+		last_log_id = VALUES(last_log_id), updated_at = VALUES(updated_at)`)
 }
 
 // writeDisputes stores disputes as the batch left them.
 func writeDisputes(db *gorm.DB, rows []*Dispute) error {
 	rows = lastOf(rows, func(d *Dispute) string { return d.OrderCode + "\x00" + d.DisputeID })
+	values := make([][]any, len(rows))
+	for i, d := range rows {
+		values[i] = []any{d.OrderCode, d.DisputeID, d.PaymentNo, d.Source, d.Status, d.Amount, d.Currency, d.CallbackLogID, d.LastLogID,
+			d.CreatedAt, d.UpdatedAt}
+	}
+	return upsert(db, "disputes", []string{"order_code", "dispute_id", "payment_no", "source", "status", "amount", "currency",
+		"callback_log_id", "last_log_id", "created_at", "updated_at"}, values, `status = VALUES(status), amount = VALUES(amount),
+		last_log_id = VALUES(last_log_id), updated_at = VALUES(updated_at)`)
+}
+
+// upsert writes rows of table in one multi-row INSERT, updating a row
+// that exists by onDuplicate.
+func upsert(db *gorm.DB, table string, cols []string, rows [][]any, onDuplicate string) error {
 	if len(rows) == 0 {
 		return nil
 	}
 	var q strings.Builder
-	q.WriteString(`INSERT INTO disputes (order_code, dispute_id, payment_no, source, status, amount, currency, callback_log_id, last_log_id, created_at, updated_at) VALUES `)
-	args := make([]any, 0, 11*len(rows))
-	for i, d := range rows {
+	q.WriteString("INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ") VALUES ")
+	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + ")"
+	args := make([]any, 0, len(cols)*len(rows))
+	for i, r := range rows {
 		if i > 0 {
 			q.WriteByte(',')
 		}
-		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-		args = append(args, d.OrderCode, d.DisputeID, d.PaymentNo, d.Source, d.Status, d.Amount, d.Currency, d.CallbackLogID, d.LastLogID, d.CreatedAt, d.UpdatedAt)
+		q.WriteString(one)
+		args = append(args, r...)
 	}
-	q.WriteString(` ON DUPLICATE KEY UPDATE status = VALUES(status), amount = VALUES(amount), last_log_id = VALUES(last_log_id), updated_at = VALUES(updated_at)`)
+	q.WriteString(" ON DUPLICATE KEY UPDATE " + onDuplicate)
 	if err := db.Exec(q.String(), args...).Error; err != nil {
-		return fmt.Errorf("error recording disputes: %w", err)
+		return fmt.Errorf("error recording %s: %w", table, err)
 	}
 	return nil
 }

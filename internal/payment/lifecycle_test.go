@@ -33,17 +33,7 @@ func retrying(attempts int) func(*config.Config) {
 // notifications are the outbox rows of callback id: "routing.key payload".
 func notifications(t *testing.T, st *testenv.TestStore, id int64) []string {
 	t.Helper()
-	var rows []struct {
-		RoutingKey string
-		Payload    string
-	}
-	require.NoError(t, st.DB.Raw(`SELECT routing_key, payload FROM outbox WHERE callback_log_id = ? ORDER BY id`, id).Scan(&rows).Error)
-	out := make([]string, len(rows))
-	for i, r := range rows {
-		testenv.MustContract(t).Check(t, r.RoutingKey, []byte(r.Payload))
-		out[i] = r.RoutingKey + " " + r.Payload
-	}
-	return out
+	return st.Notifications(t, id)
 }
 
 func orderOf(t *testing.T, st *testenv.TestStore, code string) payment.Order {

@@ -293,15 +293,5 @@ func TestAlipayRefundsAfterPayment(t *testing.T) {
 // checked against the downstream contract.
 func outboxOf(t *testing.T, p *testenv.Platform, id int64) []string {
 	t.Helper()
-	var rows []struct {
-		RoutingKey string
-		Payload    string
-	}
-	require.NoError(t, p.St.DB.Raw(`SELECT routing_key, payload FROM outbox WHERE callback_log_id = ? ORDER BY id`, id).Scan(&rows).Error)
-	out := []string{}
-	for _, r := range rows {
-		testenv.MustContract(t).Check(t, r.RoutingKey, []byte(r.Payload))
-		out = append(out, r.RoutingKey+" "+r.Payload)
-	}
-	return out
+	return p.St.Notifications(t, id)
 }

@@ -103,11 +103,7 @@ func (p *kuaidi100) Kind() string      { return callback.KindLogistics }
 func (p *kuaidi100) Headers() []string { return nil }
 
 func (p *kuaidi100) Read(req Request) ([]Callback, error) {
-	form, err := ParseForm(req.Body)
-	if err != nil {
-		return nil, err
-	}
-	param, err := form.Need("param")
+	form, param, err := kuaidi100Param(req.Body)
 	if err != nil {
 		return nil, err
 	}
@@ -118,15 +114,21 @@ func (p *kuaidi100) Read(req Request) ([]Callback, error) {
 }
 
 func (p *kuaidi100) Reread(req Request) ([]Callback, error) {
-	form, err := ParseForm(req.Body)
-	if err != nil {
-		return nil, err
-	}
-	param, err := form.Need("param")
+	_, param, err := kuaidi100Param(req.Body)
 	if err != nil {
 		return nil, err
 	}
 	return p.interpret(param)
+}
+
+// kuaidi100Param reads the push's form and its param.
+func kuaidi100Param(body []byte) (Form, string, error) {
+	form, err := ParseForm(body)
+	if err != nil {
+		return nil, "", err
+	}
+	param, err := form.Need("param")
+	return form, param, err
 }
 
 // interpret maps a verified push's param to its carrier event.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stretchr/testify/require"
 	"slices"
 	"strings"
 	"sync"
@@ -284,4 +285,22 @@ func lookup(doc any, ptr string) any {
 // escape makes name one token of a JSON pointer.
 func escape(name string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(name, "~", "~0"), "/", "~1")
+}
+
+// Notifications is what callback logID wrote to the outbox, as
+// "routing.key payload" in the order written, each payload checked
+// against the downstream contract.
+func (st *TestStore) Notifications(t testing.TB, logID int64) []string {
+	t.Helper()
+	var rows []struct {
+		RoutingKey string
+		Payload    string
+	}
+	require.NoError(t, st.DB.Raw(`SELECT routing_key, payload FROM outbox WHERE callback_log_id = ? ORDER BY id`, logID).Scan(&rows).Error)
+	out := []string{}
+	for _, r := range rows {
+		MustContract(t).Check(t, r.RoutingKey, []byte(r.Payload))
+		out = append(out, r.RoutingKey+" "+r.Payload)
+	}
+	return out
 }
