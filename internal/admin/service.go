@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"callgate/internal/callback"
+	"callgate/internal/payment"
 	"callgate/internal/store"
 )
 
@@ -85,6 +86,104 @@ type Detail struct {
 	// Replays are the single replays of this callback, newest first: who
 	// and why (from the audit trail).
 	Replays []store.AuditEntry `json:"replays"`
+	// Money is the money history of the order a payment callback is
+	// about (absent for other kinds, and when no such order exists).
+	Money *MoneyHistory `json:"money_history,omitempty"`
+}
+
+// MoneyHistory is an order's money: the order, and every payment, refund
+// and dispute recorded for it with the callbacks that recorded it first
+// (callback_log_id) and last changed it (last_log_id).
+type MoneyHistory struct {
+	Order    MoneyOrder     `json:"order"`
+	Payments []MoneyPayment `json:"payments"`
+	Refunds  []MoneyRefund  `json:"refunds"`
+	Disputes []MoneyDispute `json:"disputes"`
+}
+
+// MoneyOrder is the order's money columns.
+type MoneyOrder struct {
+	OrderCode      string     `json:"order_code"`
+	Amount         int64      `json:"amount"`
+	Currency       string     `json:"currency"`
+	PaymentStatus  string     `json:"payment_status"`
+	PaymentNo      *string    `json:"payment_no"`
+	PaidAt         *time.Time `json:"paid_at"`
+	RefundedAmount int64      `json:"refunded_amount"`
+	DisputeStatus  *string    `json:"dispute_status"`
+}
+
+// MoneyPayment is one payment reported for the order.
+type MoneyPayment struct {
+	PaymentNo     string `json:"payment_no"`
+	Status        string `json:"status"`
+	Paying        bool   `json:"paying"`
+	Amount        int64  `json:"amount"`
+	Currency      string `json:"currency"`
+	CallbackLogID int64  `json:"callback_log_id"`
+	LastLogID     int64  `json:"last_log_id"`
+}
+
+// MoneyRefund is one refund.
+type MoneyRefund struct {
+	RefundNo      string  `json:"refund_no"`
+	PaymentNo     *string `json:"payment_no"`
+	Status        string  `json:"status"`
+	Amount        int64   `json:"amount"`
+	Counted       int64   `json:"counted"`
+	Matched       int64   `json:"matched"`
+	Currency      string  `json:"currency"`
+	Reason        *string `json:"reason"`
+	CallbackLogID int64   `json:"callback_log_id"`
+	LastLogID     int64   `json:"last_log_id"`
+}
+
+// MoneyDispute is one dispute.
+type MoneyDispute struct {
+	DisputeID     string  `json:"dispute_id"`
+	PaymentNo     *string `json:"payment_no"`
+	Status        string  `json:"status"`
+	Amount        int64   `json:"amount"`
+	Currency      string  `json:"currency"`
+	CallbackLogID int64   `json:"callback_log_id"`
+	LastLogID     int64   `json:"last_log_id"`
+}
+
+// moneyOf reads the money history of the order l is about; a failure to
+// read it is logged and leaves it out, never the page.
+func (s *Service) moneyOf(ctx context.Context, l *callback.Log) *MoneyHistory {
+	var h *payment.History
+	err := s.Store.InTx(ctx, func(tx *store.Tx) error {
+		var err error
+		h, err = payment.HistoryOf(ctx, tx.Gorm(), l)
+		return err
+	})
+	if err != nil {
+		if s.Log != nil {
+			s.Log.WarnContext(ctx, "admin: could not read an order's money history", "log_id", l.ID, "error", err)
+		}
+		return nil
+	}
+	if h == nil {
+		return nil
+	}
+	o := h.Order
+	m := &MoneyHistory{Order: MoneyOrder{OrderCode: o.OrderCode, Amount: o.Amount, Currency: o.Currency, PaymentStatus: o.PaymentStatus,
+		PaymentNo: o.PaymentNo, PaidAt: o.PaidAt, RefundedAmount: o.RefundedAmount, DisputeStatus: o.DisputeStatus},
+		Payments: []MoneyPayment{}, Refunds: []MoneyRefund{}, Disputes: []MoneyDispute{}}
+	for _, p := range h.Payments {
+		m.Payments = append(m.Payments, MoneyPayment{PaymentNo: p.PaymentNo, Status: p.Status, Paying: p.Paying, Amount: p.Amount,
+			Currency: p.Currency, CallbackLogID: p.CallbackLogID, LastLogID: p.LastLogID})
+	}
+	for _, r := range h.Refunds {
+		m.Refunds = append(m.Refunds, MoneyRefund{RefundNo: r.RefundNo, PaymentNo: r.PaymentNo, Status: r.Status, Amount: r.Amount,
+			Counted: r.Counted, Matched: r.Matched, Currency: r.Currency, Reason: r.Reason, CallbackLogID: r.CallbackLogID, LastLogID: r.LastLogID})
+	}
+	for _, d := range h.Disputes {
+		m.Disputes = append(m.Disputes, MoneyDispute{DisputeID: d.DisputeID, PaymentNo: d.PaymentNo, Status: d.Status, Amount: d.Amount,
+			Currency: d.Currency, CallbackLogID: d.CallbackLogID, LastLogID: d.LastLogID})
+	}
+	return m
 }
 
 // maxReplaysShown bounds the replays a callback's detail lists.
@@ -117,6 +216,7 @@ func (s *Service) Get(ctx context.Context, id int64) (*Detail, error) {
 	if d.Replays, err = s.Store.AuditOf(ctx, strconv.FormatInt(id, 10), []string{"replay"}, maxReplaysShown); err != nil {
 		return nil, err
 	}
+	d.Money = s.moneyOf(ctx, l)
 	return d, nil
 }
 

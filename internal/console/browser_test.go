@@ -137,6 +137,13 @@ func TestAdminPageInBrowser(t *testing.T) {
 	require.Contains(t, e.text(t, ".flash"), "Replay accepted")
 	e.pollText(t, detailURL, "#cb-status", "SUCCESS", 20*time.Second)
 	require.Contains(t, e.text(t, "table.lineage"), "warehouse", "the replay produced the downstream messages")
+	// The order's money history: the payment this callback recorded.
+	require.Contains(t, e.text(t, "#money h2"), "ORD-BROWSER-1")
+	require.Contains(t, e.text(t, "#money-status"), "PAID")
+	require.Equal(t, 1, e.count(t, "table.money tbody tr.this"), "the callback's own row is marked")
+	require.Contains(t, e.text(t, "table.money tbody tr"), "paid the order")
+	require.Contains(t, e.text(t, "table.money tbody tr"), "1500 CNY")
+	require.Equal(t, strconv.FormatInt(failedID, 10), e.text(t, "table.money a.money-log"), "the payment links to the callback that made it")
 	e.noCSPViolations(t)
 	e.screenshot(t, "/tmp/admin-detail.png")
 

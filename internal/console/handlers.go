@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -203,6 +204,53 @@ type detailView struct {
 	CanForce   bool
 	Reason     string
 	Force      bool
+	// Money is the money history of a payment callback's order, one row a
+	// payment, refund or dispute (nil: none).
+	Money []moneyRow
+}
+
+// moneyRow is one payment, refund or dispute of an order, as the
+// callback's page lists it.
+type moneyRow struct {
+	What, Number, Status, Amount string
+	// Logs are the callbacks that recorded it first and last changed it.
+	Logs []int64
+	// This: the callback on the page is one of them.
+	This bool
+}
+
+// moneyRows lists an order's money history for callback id's page.
+func moneyRows(m *admin.MoneyHistory, id int64) []moneyRow {
+	amount := func(n int64, currency string) string { return fmt.Sprintf("%d %s", n, currency) }
+	logs := func(first, last int64) []int64 {
+		if first == last || last == 0 {
+			return []int64{first}
+		}
+		return []int64{first, last}
+	}
+	var rows []moneyRow
+	add := func(r moneyRow) {
+		r.This = slices.Contains(r.Logs, id)
+		rows = append(rows, r)
+	}
+	for _, p := range m.Payments {
+		status := p.Status
+		if p.Paying {
+			status += ", paid the order"
+		}
+		add(moneyRow{What: "payment", Number: p.PaymentNo, Status: status, Amount: amount(p.Amount, p.Currency), Logs: logs(p.CallbackLogID, p.LastLogID)})
+	}
+	for _, r := range m.Refunds {
+		status := r.Status
+		if r.Reason != nil && *r.Reason != "" {
+			status += ": " + *r.Reason
+		}
+		add(moneyRow{What: "refund", Number: r.RefundNo, Status: status, Amount: amount(r.Amount, r.Currency), Logs: logs(r.CallbackLogID, r.LastLogID)})
+	}
+	for _, d := range m.Disputes {
+		add(moneyRow{What: "dispute", Number: d.DisputeID, Status: d.Status, Amount: amount(d.Amount, d.Currency), Logs: logs(d.CallbackLogID, d.LastLogID)})
+	}
+	return rows
 }
 
 func (h *Console) loadDetail(c *gin.Context, id int64) (*detailView, error) {
@@ -225,6 +273,9 @@ func (h *Console) loadDetail(c *gin.Context, id int64) (*detailView, error) {
 	}
 	dv.Replayable = d.Status == "FAILED" || d.Status == "SUCCESS"
 	dv.CanForce = d.Status == "SUCCESS"
+	if d.Money != nil {
+		dv.Money = moneyRows(d.Money, d.ID)
+	}
 	return dv, nil
 }
 
