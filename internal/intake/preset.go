@@ -49,7 +49,7 @@ func (h *Handler) presetCallback(c *gin.Context, src *Source, body []byte, now t
 			h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
 			return
 		}
-		var event any = cb.Event
+		event := cb.Event
 		if cb.Unreadable != "" {
 			// Signed and ours, but not readable: kept, so that nothing
 			// signed is lost, and FAILED with the reason by the worker.

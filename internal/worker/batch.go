@@ -256,7 +256,7 @@ func turnsOf(ids []int64, line []store.Pending) []int64 {
 	var turns []int64
 	blockAll, blockAwaiting := false, false
 	for _, e := range line {
-		if inBatch[e.ID] && !blockAll && !(e.Awaiting && blockAwaiting) {
+		if inBatch[e.ID] && !blockAll && (!e.Awaiting || !blockAwaiting) {
 			turns = append(turns, e.ID)
 			continue
 		}

@@ -1022,8 +1022,7 @@ func renderWeChat(e *event, id string, rsaKey *rsa.PrivateKey, now time.Time) re
 	}
 	var plain []byte
 	eventType, original := "TRANSACTION.SUCCESS", "transaction"
-	switch {
-	case e.Type == "refund":
+	if e.Type == "refund" {
 		eventType, original = "REFUND.SUCCESS", "refund"
 		status := "SUCCESS"
 		if e.Status == "FAILED" {
@@ -1032,7 +1031,7 @@ func renderWeChat(e *event, id string, rsaKey *rsa.PrivateKey, now time.Time) re
 		plain = mustJSON(map[string]any{"mchid": mch, "out_trade_no": e.Order, "transaction_id": e.PaymentNo, "out_refund_no": "M" + e.RefundNo,
 			"refund_id": e.RefundNo, "refund_status": status, "user_received_account": "招商银行信用卡0403",
 			"amount": map[string]any{"total": e.Amount, "refund": e.Amount, "payer_total": e.Amount, "payer_refund": e.Amount, "currency": e.Currency}})
-	default:
+	} else {
 		state := "SUCCESS"
 		switch {
 		case e.Ignored:
