@@ -47,3 +47,20 @@ func TestUnknownSubcommand(t *testing.T) {
 	require.Equal(t, 2, run([]string{"launch"}, &stderr))
 	require.Contains(t, stderr.String(), `unknown subcommand "launch"`)
 }
+
+// TestMistypedRoleStopsAtStart: a token whose third field is not exactly
+// a role stops the gateway with an error naming the token, not its
+// secret, before it connects to anything.
+func TestMistypedRoleStopsAtStart(t *testing.T) {
+	shipped := filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml")
+	t.Setenv("CALLGATE_CONFIG", shipped)
+	const secret = "audit-secret-0123456789"
+	t.Setenv("CALLGATE_ADMIN_TOKEN", "ops:ops-secret-0123456789,audit:"+secret+":Viewer")
+	// Nothing listens here: a start that got past the tokens would fail
+	// on the database, with another message.
+	t.Setenv("CALLGATE_MYSQL_DSN", "root@tcp(127.0.0.1:1)/test")
+	var stderr bytes.Buffer
+	require.Equal(t, 1, run([]string{"serve"}, &stderr), stderr.String())
+	require.Contains(t, stderr.String(), "admin.token[1] (audit)")
+	require.NotContains(t, stderr.String(), secret)
+}

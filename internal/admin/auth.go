@@ -35,8 +35,12 @@ const maxTokenName = 64
 type Tokens []Token
 
 // ParseTokens reads "name:secret[:role][,name:secret[:role]...]" or a bare
-// secret (named "admin"). role is viewer or operator; without it a token is
-// an operator, as every token was before roles existed.
+// secret (named "admin"). role is exactly viewer or operator; without a
+// third field a token is an operator, as every token was before roles
+// existed. A third field that is anything else (Viewer, viewers, " viewer",
+// an empty one after a trailing colon, a secret with a colon in it) is an
+// error naming the token, never its secret: read as part of the secret it
+// would silently grant operator.
 func ParseTokens(s string) (Tokens, error) {
 	var out Tokens
 	seen := map[string]bool{}
@@ -45,24 +49,30 @@ func ParseTokens(s string) (Tokens, error) {
 		if part == "" {
 			continue
 		}
-		name, secret, ok := strings.Cut(part, ":")
-		if !ok {
-			name, secret = "admin", part
-		}
-		role := RoleOperator
-		if ok {
-			if rest, r, hasRole := cutRole(secret); hasRole {
-				secret, role = rest, r
+		fields := strings.Split(part, ":")
+		name, secret, role := "admin", part, RoleOperator
+		switch len(fields) {
+		case 1:
+		case 2:
+			name, secret = fields[0], fields[1]
+		case 3:
+			name, secret = fields[0], fields[1]
+			r, err := ParseRole(fields[2])
+			if err != nil {
+				return nil, fmt.Errorf("admin.token[%d] (%s): the third field must be exactly viewer or operator (a secret cannot hold a colon)", i, printableName(name))
 			}
+			role = r
+		default:
+			return nil, fmt.Errorf("admin.token[%d] (%s): want name:secret[:role], a secret cannot hold a colon", i, printableName(fields[0]))
 		}
 		if name == "" || secret == "" {
 			return nil, fmt.Errorf("admin.token[%d]: want name:secret[:role]", i)
 		}
-		if len(secret) < 12 {
-			return nil, fmt.Errorf("admin.token[%d] (%s): secret too short, use at least 12 characters", i, name)
-		}
 		if len(name) > maxTokenName {
 			return nil, fmt.Errorf("admin.token[%d]: name longer than %d characters", i, maxTokenName)
+		}
+		if len(secret) < 12 {
+			return nil, fmt.Errorf("admin.token[%d] (%s): secret too short, use at least 12 characters", i, name)
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("admin.token[%d]: duplicate name %q", i, name)
@@ -73,17 +83,27 @@ func ParseTokens(s string) (Tokens, error) {
 	return out, nil
 }
 
-// cutRole splits a trailing ":viewer" or ":operator" off a token's secret.
-func cutRole(secret string) (string, Role, bool) {
-	i := strings.LastIndexByte(secret, ':')
-	if i < 0 {
-		return secret, "", false
+// printableName is a token's name for an error message, cut to the
+// length a name may have (a name that long is no name but a pasted
+// secret).
+func printableName(name string) string {
+	if name == "" {
+		return "no name"
 	}
-	r, err := ParseRole(secret[i+1:])
-	if err != nil {
-		return secret, "", false
+	if len(name) > maxTokenName {
+		return name[:8] + "..."
 	}
-	return secret[:i], r, true
+	return name
+}
+
+// Summary lists each token's name and role, for the start-up log (never a
+// secret).
+func (t Tokens) Summary() string {
+	parts := make([]string, len(t))
+	for i, tok := range t {
+		parts[i] = tok.Name + "=" + string(tok.Role)
+	}
+	return strings.Join(parts, ",")
 }
 
 // Enabled reports whether any token is configured.
@@ -102,18 +122,21 @@ func (t Tokens) Authenticate(presented string) (Identity, error) {
 	if presented == "" {
 		return Identity{}, ErrBadToken
 	}
-	if tok, ok := t.match(presented); ok {
-		return tok.identity(), nil
+	fields := strings.Split(presented, ":")
+	var tok Token
+	ok := false
+	switch len(fields) {
+	case 1:
+		tok, ok = t.match(presented)
+	case 2:
+		tok, ok = t.match(fields[1])
+		ok = ok && tok.Name == fields[0]
+	case 3:
+		tok, ok = t.match(fields[1])
+		ok = ok && tok.Name == fields[0] && string(tok.Role) == fields[2]
 	}
-	if name, secret, ok := strings.Cut(presented, ":"); ok {
-		if tok, ok := t.match(secret); ok && tok.Name == name {
-			return tok.identity(), nil
-		}
-		if rest, role, ok := cutRole(secret); ok {
-			if tok, ok := t.match(rest); ok && tok.Name == name && tok.Role == role {
-				return tok.identity(), nil
-			}
-		}
+	if ok {
+		return tok.identity(), nil
 	}
 	return Identity{}, ErrBadToken
 }

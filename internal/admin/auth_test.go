@@ -15,7 +15,7 @@ import (
 // its own name and role; a token without a role is an operator.
 func TestTokensAuthenticate(t *testing.T) {
 	t.Parallel()
-	tokens, err := admin.ParseTokens("ops:ops-token-0123456789,oncall:on:call-token-987,audit:audit-token-0123:viewer,lead:lead-token-0123:operator")
+	tokens, err := admin.ParseTokens("ops:ops-token-0123456789,oncall:oncall-token-987,audit:audit-token-0123:viewer,lead:lead-token-0123:operator")
 	require.NoError(t, err)
 	bare, err := admin.ParseTokens("bare-token-0123456789")
 	require.NoError(t, err)
@@ -28,8 +28,10 @@ func TestTokensAuthenticate(t *testing.T) {
 	}{
 		{"secret", tokens, "ops-token-0123456789", "ops", admin.RoleOperator},
 		{"name and secret", tokens, "ops:ops-token-0123456789", "ops", admin.RoleOperator},
-		{"secret with a colon", tokens, "on:call-token-987", "oncall", admin.RoleOperator},
-		{"name and secret with a colon", tokens, "oncall:on:call-token-987", "oncall", admin.RoleOperator},
+		{"second token", tokens, "oncall-token-987", "oncall", admin.RoleOperator},
+		{"second token by name", tokens, "oncall:oncall-token-987", "oncall", admin.RoleOperator},
+		{"a fourth field", tokens, "oncall:oncall-token-987:operator:x", "", ""},
+		{"role in another case", tokens, "audit:audit-token-0123:Viewer", "", ""},
 		{"another token's name", tokens, "oncall:ops-token-0123456789", "", ""},
 		{"unknown name", tokens, "root:ops-token-0123456789", "", ""},
 		{"empty name", tokens, ":ops-token-0123456789", "", ""},
@@ -58,21 +60,44 @@ func TestTokensAuthenticate(t *testing.T) {
 	}
 }
 
-// TestParseTokensRoles: a role is viewer or operator; anything else after
-// the last colon is part of the secret, as before roles existed.
+// TestParseTokensRoles: a role is exactly viewer or operator; without a
+// third field a token is an operator.
 func TestParseTokensRoles(t *testing.T) {
 	t.Parallel()
-	tokens, err := admin.ParseTokens("a:secret-0123456789:viewer, b:secret-9876543210:admin, c:secret-5555555555")
+	tokens, err := admin.ParseTokens("a:secret-0123456789:viewer, b:secret-9876543210:operator, c:secret-5555555555")
 	require.NoError(t, err)
 	require.Len(t, tokens, 3)
 	require.Equal(t, admin.RoleViewer, tokens[0].Role)
 	require.Equal(t, admin.RoleOperator, tokens[1].Role)
 	require.Equal(t, admin.RoleOperator, tokens[2].Role)
-	id, err := tokens.Authenticate("secret-9876543210:admin")
-	require.NoError(t, err, "the secret keeps a colon that names no role")
-	require.Equal(t, "b", id.Actor)
+	require.Equal(t, "a=viewer,b=operator,c=operator", tokens.Summary())
 	_, err = admin.ParseTokens("a::viewer")
 	require.Error(t, err, "a role without a secret")
+}
+
+// TestParseTokensRefusesAMistypedRole: a third field that is not exactly
+// a known role used to stay in the secret and grant operator; it is an
+// error that names the token and never shows its secret.
+func TestParseTokensRefusesAMistypedRole(t *testing.T) {
+	t.Parallel()
+	const secret = "audit-secret-0123456789"
+	for _, spec := range []string{
+		"audit:" + secret + ":Viewer",
+		"audit:" + secret + ":viewers",
+		"audit:" + secret + ": viewer",
+		"audit:" + secret + ":",
+		"audit:" + secret + ":admin",
+		"audit:" + secret + ":viewer:x",
+		"ops:ops-token-0123456789,audit:" + secret + ":VIEWER",
+	} {
+		t.Run(spec, func(t *testing.T) {
+			t.Parallel()
+			tokens, err := admin.ParseTokens(spec)
+			require.Error(t, err, "parsed as %s", tokens.Summary())
+			require.Contains(t, err.Error(), "audit")
+			require.NotContains(t, err.Error(), secret)
+		})
+	}
 }
 
 // TestFailureLimiterFullKeepsRecentClientBlocked: a spray of fresh

@@ -50,6 +50,15 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 	if err != nil {
 		return err
 	}
+	// The admin tokens are read before anything connects: a mistyped role
+	// stops the start, naming the token.
+	tokens, err := admin.ParseTokens(cfg.Admin.Token)
+	if err != nil {
+		return err
+	}
+	if tokens.Enabled() {
+		log.Info("gateway: admin tokens", "tokens", tokens.Summary())
+	}
 	if len(disabled) > 0 {
 		names, reasons := make([]string, len(disabled)), make([]string, len(disabled))
 		for i, d := range disabled {
@@ -146,10 +155,6 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 			Metrics:         m,
 		},
 		Ready: ready,
-	}
-	tokens, err := admin.ParseTokens(cfg.Admin.Token)
-	if err != nil {
-		return err
 	}
 	gcfg.Admin = &admin.Handler{
 		Tokens: tokens,
