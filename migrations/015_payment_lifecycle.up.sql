@@ -56,7 +56,9 @@ CREATE TABLE IF NOT EXISTS refunds (
     PRIMARY KEY (order_code, refund_no)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
--- Each dispute (chargeback) once, by its platform id.
+-- Each dispute (chargeback) once, by its platform id. counted is what a
+-- LOST dispute took from what remained of the order (given back if it is
+-- WON after all).
 CREATE TABLE IF NOT EXISTS disputes (
     order_code      VARCHAR(191)   NOT NULL,
     dispute_id      VARBINARY(191) NOT NULL,
@@ -65,6 +67,7 @@ CREATE TABLE IF NOT EXISTS disputes (
     -- OPEN, WON or LOST.
     status          VARCHAR(8)     NOT NULL,
     amount          BIGINT         NOT NULL COMMENT 'minor units',
+    counted         BIGINT         NOT NULL DEFAULT 0,
     currency        CHAR(3) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
     callback_log_id BIGINT         NOT NULL,
     last_log_id     BIGINT         NOT NULL,
@@ -72,6 +75,21 @@ CREATE TABLE IF NOT EXISTS disputes (
     updated_at      DATETIME(6)    NOT NULL,
     PRIMARY KEY (order_code, dispute_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- The orders paid before this migration: their paying payment, so that a
+-- refund or dispute that names only its payment (Stripe, Adyen, Shopify)
+-- finds its order. Its source is the latest callback of the order's key
+-- that names it, else '' (an order paid by hand); its callback is 0.
+INSERT IGNORE INTO payments (order_code, payment_no, source, status, paying, amount, currency,
+                             callback_log_id, last_log_id, created_at, updated_at)
+SELECT o.order_code, o.payment_no,
+       COALESCE((SELECT l.source FROM callback_log l
+                  WHERE l.kind = 'payment' AND l.business_key = o.order_code
+                  ORDER BY l.id DESC LIMIT 1), ''),
+       'SUCCEEDED', 1, o.amount, o.currency, 0, 0,
+       COALESCE(o.paid_at, UTC_TIMESTAMP(6)), UTC_TIMESTAMP(6)
+  FROM orders o
+ WHERE o.payment_status = 'PAID' AND o.payment_no IS NOT NULL AND o.payment_no <> '';
 
 -- A callback that came before what it depends on (its order, its payment)
 -- waits, retried with its backoff, without holding up the later callbacks

@@ -96,12 +96,14 @@ func (Refund) TableName() string { return "refunds" }
 
 // Dispute is one disputes row.
 type Dispute struct {
-	OrderCode     string    `gorm:"column:order_code;primaryKey"`
-	DisputeID     string    `gorm:"column:dispute_id;primaryKey"`
-	PaymentNo     *string   `gorm:"column:payment_no"`
-	Source        string    `gorm:"column:source"`
-	Status        string    `gorm:"column:status"`
-	Amount        int64     `gorm:"column:amount"`
+	OrderCode string  `gorm:"column:order_code;primaryKey"`
+	DisputeID string  `gorm:"column:dispute_id;primaryKey"`
+	PaymentNo *string `gorm:"column:payment_no"`
+	Source    string  `gorm:"column:source"`
+	Status    string  `gorm:"column:status"`
+	Amount    int64   `gorm:"column:amount"`
+	// Counted is what a LOST dispute took from what remained of the order.
+	Counted       int64     `gorm:"column:counted"`
 	Currency      string    `gorm:"column:currency"`
 	CallbackLogID int64     `gorm:"column:callback_log_id"`
 	LastLogID     int64     `gorm:"column:last_log_id"`
@@ -371,11 +373,11 @@ func writeDisputes(db *gorm.DB, rows []*Dispute) error {
 	rows = lastOf(rows, func(d *Dispute) string { return d.OrderCode + "\x00" + d.DisputeID })
 	values := make([][]any, len(rows))
 	for i, d := range rows {
-		values[i] = []any{d.OrderCode, d.DisputeID, d.PaymentNo, d.Source, d.Status, d.Amount, d.Currency, d.CallbackLogID, d.LastLogID,
+		values[i] = []any{d.OrderCode, d.DisputeID, d.PaymentNo, d.Source, d.Status, d.Amount, d.Counted, d.Currency, d.CallbackLogID, d.LastLogID,
 			d.CreatedAt, d.UpdatedAt}
 	}
-	return upsert(db, "disputes", []string{"order_code", "dispute_id", "payment_no", "source", "status", "amount", "currency",
-		"callback_log_id", "last_log_id", "created_at", "updated_at"}, values, `status = VALUES(status), amount = VALUES(amount),
+	return upsert(db, "disputes", []string{"order_code", "dispute_id", "payment_no", "source", "status", "amount", "counted", "currency",
+		"callback_log_id", "last_log_id", "created_at", "updated_at"}, values, `status = VALUES(status), amount = VALUES(amount), counted = VALUES(counted),
 		last_log_id = VALUES(last_log_id), updated_at = VALUES(updated_at)`)
 }
 

@@ -235,10 +235,79 @@ func (h Handler) paymentFailure(b *book, o *Order, p *Payload, cb *callback.Log,
 	return noEffect("failed attempt of payment %s, which did not pay the order", no)
 }
 
-// otherPayment reports a refund or dispute about a payment other than the
-// one that paid o (the refund of a double payment).
-func otherPayment(o *Order, p *Payload) bool {
-	return p.PaymentNo != "" && o.PaymentNo != nil && *o.PaymentNo != p.PaymentNo
+// otherPayment reports a refund or dispute about another payment than the
+// one that paid o: the refund of a double payment, or of a payment
+// recorded that did not pay it (its amount or currency was wrong).
+func otherPayment(b *book, o *Order, p *Payload) bool {
+	if p.PaymentNo == "" || o.paidBy(p.PaymentNo) {
+		return false
+	}
+	return o.PaymentNo != nil || b.payment(o.OrderCode, p.PaymentNo) != nil
+}
+
+// ofPaying reports whether a refunds or disputes row is about the payment
+// that paid o (or names none).
+func ofPaying(o *Order, paymentNo *string) bool {
+	return paymentNo == nil || o.PaymentNo == nil || *paymentNo == *o.PaymentNo
+}
+
+// lostCounted is what o's LOST disputes other than except took.
+func lostCounted(b *book, o *Order, except string) (took int64, lost int) {
+	for id, d := range b.disputes[o.OrderCode] {
+		if id != except && d.Status == callback.DisputeLost && ofPaying(o, d.PaymentNo) {
+			took += d.Counted
+			lost++
+		}
+	}
+	return took, lost
+}
+
+// available is what a refund may still count: what remains, less what
+// lost disputes took.
+func available(b *book, o *Order) int64 {
+	took, _ := lostCounted(b, o, "")
+	return max(0, o.remaining()-took)
+}
+
+// given is the most the platform's own running total can have been
+// shown: the highest total recorded, or what the refunds recorded one by
+// one came to (a succeeded one's figure, a failed or reversed one's what
+// it had counted), so that a stale total, sent before a refund failed,
+// does not count again what the failure took back.
+func given(b *book, o *Order) int64 {
+	var highest, sum int64
+	for no, r := range b.refunds[o.OrderCode] {
+		if t, ok := strings.CutPrefix(no, totalPrefix); ok {
+			if v, err := strconv.ParseInt(t, 10, 64); err == nil {
+				highest = max(highest, v)
+			}
+			continue
+		}
+		if !ofPaying(o, r.PaymentNo) {
+			continue
+		}
+		if r.Status == RefundSucceeded {
+			sum += r.Amount
+		} else {
+			sum += r.Counted + r.Matched
+		}
+	}
+	return max(highest, sum)
+}
+
+// uncount gives back what a failed or reversed refund had counted.
+func uncount(b *book, o *Order, back int64) {
+	if back <= 0 {
+		return
+	}
+	o.RefundedAmount -= back
+	if o.PaymentStatus == OrderPartiallyRefunded || o.PaymentStatus == OrderRefunded {
+		o.PaymentStatus = OrderPartiallyRefunded
+		if o.RefundedAmount == 0 {
+			o.PaymentStatus = OrderPaid
+		}
+	}
+	b.orderChanged(o)
 }
 
 // pool is what running totals without a refund number counted that no
@@ -283,7 +352,7 @@ func (h Handler) refund(b *book, o *Order, p *Payload, cb *callback.Log, currenc
 		return r
 	}
 	r := b.refund(o.OrderCode, no)
-	if otherPayment(o, p) {
+	if otherPayment(b, o, p) {
 		if r != nil {
 			return noEffect("refund %s already recorded (payment %s, which did not pay the order)", no, p.PaymentNo), nil
 		}
@@ -315,8 +384,19 @@ func (h Handler) refund(b *book, o *Order, p *Payload, cb *callback.Log, currenc
 			if p.Status == callback.RefundReversed {
 				return outcome{}, callback.NotYet(fmt.Errorf("%w: refund %s is not recorded", ErrReversalBeforeRefund, no))
 			}
-			b.putRefund(newRow(RefundFailed, p.Amount))
-			return outcome{changed: true, msgs: []callback.Message{refundFailedMsg(o, no, p.Amount, p.Reason)}}, nil
+			// Never seen one by one: a running total may have counted it
+			// (Stripe's amount_refunded includes a pending refund); the
+			// failure takes back what such totals counted unmatched.
+			back := min(p.Amount, pool(b, o), o.RefundedAmount)
+			row := newRow(RefundFailed, p.Amount)
+			row.Matched = max(0, back)
+			b.putRefund(row)
+			uncount(b, o, back)
+			out := outcome{changed: true, msgs: []callback.Message{refundFailedMsg(o, no, p.Amount, p.Reason)}}
+			if back > 0 {
+				out.msgs = append(out.msgs, pointsMsg(RoutingPointsAdd, o, back))
+			}
+			return out, nil
 		}
 		if r.Status != RefundSucceeded {
 			return noEffect("refund %s already %s", no, r.Status), nil
@@ -326,16 +406,7 @@ func (h Handler) refund(b *book, o *Order, p *Payload, cb *callback.Log, currenc
 			reason = "refund reversed"
 		}
 		back := min(r.Counted+r.Matched, o.RefundedAmount)
-		if back > 0 {
-			o.RefundedAmount -= back
-			if o.PaymentStatus == OrderPartiallyRefunded || o.PaymentStatus == OrderRefunded {
-				o.PaymentStatus = OrderPartiallyRefunded
-				if o.RefundedAmount == 0 {
-					o.PaymentStatus = OrderPaid
-				}
-			}
-			b.orderChanged(o)
-		}
+		uncount(b, o, back)
 		r.Status, r.LastLogID, r.UpdatedAt = refundRowStatus(p.Status), cb.ID, now
 		if reason != "" {
 			rr := callback.Truncate(reason, 255)
@@ -363,13 +434,13 @@ func (h Handler) countRefund(b *book, o *Order, p *Payload, no string, r *Refund
 			matched = min(figure, pool(b, o))
 		}
 	default: // a running total
-		figure = *p.RefundedTotal - o.RefundedAmount
+		figure = *p.RefundedTotal - max(o.RefundedAmount, given(b, o))
 		if figure <= 0 {
 			return noEffect("refund %s: the running total %d is already counted", no, *p.RefundedTotal)
 		}
 	}
 	figure -= matched
-	counted := min(figure, o.remaining())
+	counted := min(figure, available(b, o))
 	excess := figure - counted
 	if r == nil {
 		r = newRow(RefundSucceeded, figure+matched)
@@ -441,7 +512,7 @@ func closeOrder(b *book, o *Order, p *Payload) outcome {
 func (h Handler) dispute(b *book, o *Order, p *Payload, cb *callback.Log, currency string) (outcome, error) {
 	now := stamp()
 	d := b.dispute(o.OrderCode, p.DisputeID)
-	if otherPayment(o, p) {
+	if otherPayment(b, o, p) {
 		if d != nil {
 			return noEffect("dispute %s already recorded (payment %s, which did not pay the order)", p.DisputeID, p.PaymentNo), nil
 		}
@@ -464,7 +535,7 @@ func (h Handler) dispute(b *book, o *Order, p *Payload, cb *callback.Log, curren
 		return outcome{}, callback.NotYet(fmt.Errorf("%w: order %s is %s", ErrDisputeBeforePayment, o.OrderCode, o.PaymentStatus))
 	}
 	was := ""
-	var lostAmount int64
+	var took int64 // what the dispute took when it was LOST before
 	if d == nil {
 		d = &Dispute{OrderCode: o.OrderCode, DisputeID: p.DisputeID, Source: cb.Source, CallbackLogID: cb.ID, Currency: currency, CreatedAt: now}
 		if p.PaymentNo != "" {
@@ -472,19 +543,33 @@ func (h Handler) dispute(b *book, o *Order, p *Payload, cb *callback.Log, curren
 			d.PaymentNo = &pn
 		}
 	} else {
-		was, lostAmount = d.Status, d.Amount
+		was, took = d.Status, d.Counted
 	}
-	d.Status, d.Amount, d.LastLogID, d.UpdatedAt = p.Status, p.Amount, cb.ID, now
-	b.putDispute(d)
+	d.Status, d.Amount, d.Counted, d.LastLogID, d.UpdatedAt = p.Status, p.Amount, 0, cb.ID, now
 	status := p.Status
 	o.DisputeStatus = &status
 	b.orderChanged(o)
 	out := outcome{changed: true, msgs: []callback.Message{disputeMsg(o, d.DisputeID, status, p.Amount)}}
 	switch {
 	case status == callback.DisputeLost:
-		out.msgs = append(out.msgs, pointsMsg(RoutingPointsDeduct, o, p.Amount), cancelMsg(o))
-	case status == callback.DisputeWon && was == callback.DisputeLost:
-		out.msgs = append(out.msgs, pointsMsg(RoutingPointsAdd, o, lostAmount))
+		// It takes what remains, less what refunds gave back and other
+		// lost disputes took; beyond that the money left twice.
+		others, otherLost := lostCounted(b, o, d.DisputeID)
+		d.Counted = min(p.Amount, max(0, o.remaining()-others))
+		if d.Counted > 0 {
+			out.msgs = append(out.msgs, pointsMsg(RoutingPointsDeduct, o, d.Counted))
+		}
+		if o.PaymentStatus != OrderRefunded && otherLost == 0 {
+			out.msgs = append(out.msgs, cancelMsg(o))
+		}
+		if excess := p.Amount - d.Counted; excess > 0 {
+			ex := exception(o, payingOr(o, p), ExceptionOverRefund, excess, o.Currency,
+				fmt.Sprintf("dispute %s lost for %s more than remained to refund", d.DisputeID, minor(excess, o.Currency)))
+			out.msgs, out.note = append(out.msgs, ex.msgs...), ex.note
+		}
+	case status == callback.DisputeWon && was == callback.DisputeLost && took > 0:
+		out.msgs = append(out.msgs, pointsMsg(RoutingPointsAdd, o, took))
 	}
+	b.putDispute(d)
 	return out, nil
 }

@@ -62,7 +62,9 @@ func check(p *Payload) error {
 	}
 	switch p.Type {
 	case callback.TypePayment:
-		if p.OrderCode == "" || p.PaymentNo == "" {
+		// A failure may name only its payment (found by it: a Stripe
+		// PaymentIntent canceled without the order in its metadata).
+		if p.PaymentNo == "" || p.OrderCode == "" && p.Status != callback.PaymentFailed {
 			return fmt.Errorf("orderCode and paymentNo are required")
 		}
 		if p.Status != callback.PaymentSuccess && p.Status != callback.PaymentFailed {

@@ -105,7 +105,8 @@ func (h Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.L
 // read loads what the batch's events need: the orders of the payments they
 // name only by number, their orders (locked), and, locked too, the
 // refunds and disputes of the orders that refund and dispute events touch
-// and the payments of the orders a payment may not simply pay.
+// and the payments of the orders a payment may not simply pay, or that a
+// refund or dispute names a payment of before they are paid.
 func (h Handler) read(db *gorm.DB, b *book, events []*Payload) error {
 	var nos []string
 	for _, p := range events {
@@ -143,10 +144,18 @@ func (h Handler) read(db *gorm.DB, b *book, events []*Payload) error {
 			continue
 		}
 		switch p.Type {
-		case callback.TypeRefund:
+		case callback.TypeRefund, callback.TypeDispute:
+			// A refund counts what lost disputes left; a dispute takes
+			// what refunds left: each reads both.
 			refunds = append(refunds, codesOf(p)...)
-		case callback.TypeDispute:
 			disputes = append(disputes, codesOf(p)...)
+			// Of an order not paid yet, the payments recorded say whether
+			// it names a payment that did not pay it (otherPayment).
+			for _, code := range codesOf(p) {
+				if o := b.orders[code]; o != nil && o.PaymentNo == nil && p.PaymentNo != "" {
+					payments = append(payments, code)
+				}
+			}
 		case callback.TypePayment:
 			// The common case, a payment of an unpaid order of its amount,
 			// reads no payments rows.

@@ -190,3 +190,126 @@ func TestPaidByAnotherTellsDownstream(t *testing.T) {
 	o := orderOf(t, st, order)
 	require.Equal(t, "PAY-1", *o.PaymentNo)
 }
+
+// paydemoSteps sends events of one order through paydemo one after the
+// other, each settled before the next, and returns their callback ids.
+func paydemoSteps(t *testing.T, cfg *config.Config, st *testenv.TestStore, order string, bodies ...string) []int64 {
+	t.Helper()
+	ids := make([]int64, len(bodies))
+	for i, body := range bodies {
+		ids[i] = storePayment(t, cfg, st, fmt.Sprintf("e-%s-%d", order, i), order, body)
+		st.WaitStatus(t, ids[i], callback.StatusSuccess)
+	}
+	return ids
+}
+
+// TestAFailedRefundTakesBackWhatARunningTotalCounted: a running total
+// without a refund number (Stripe's amount_refunded counts a pending
+// refund) counted 400; the refund it counted fails, never seen one by
+// one: the 400 is taken back. It used to stay counted.
+func TestAFailedRefundTakesBackWhatARunningTotalCounted(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast)
+	st := testenv.Store(t, cfg)
+	order := testenv.CreateOrders(t, cfg, "frt", 1)[0] // 1000 CNY
+	testenv.StartWorker(t, cfg, worker.Options{})
+	ids := paydemoSteps(t, cfg, st, order,
+		fmt.Sprintf(`{"orderCode":%q,"paymentNo":"PAY-1","amount":1000,"status":"SUCCESS"}`, order),
+		fmt.Sprintf(`{"type":"refund","orderCode":%q,"paymentNo":"PAY-1","refundedTotal":400,"status":"SUCCESS"}`, order),
+		fmt.Sprintf(`{"type":"refund","orderCode":%q,"paymentNo":"PAY-1","refundNo":"re_1","amount":400,"status":"FAILED","reason":"expired_or_canceled_card"}`, order))
+	o := orderOf(t, st, order)
+	require.Equal(t, payment.OrderPaid, o.PaymentStatus)
+	require.EqualValues(t, 0, o.RefundedAmount)
+	require.Equal(t, []string{
+		`order.refund_failed {"amount":400,"currency":"CNY","orderCode":"` + order + `","reason":"expired_or_canceled_card","refundNo":"re_1"}`,
+		`points.add {"amount":400,"currency":"CNY","orderCode":"` + order + `","userId":100}`,
+	}, notifications(t, st, ids[2]))
+}
+
+// TestAStaleRunningTotalAfterAFailureCountsNothing: a refund counted one by
+// one fails; the running total the platform sent before the failure
+// arrives after it and must not count the refund again. It used to.
+func TestAStaleRunningTotalAfterAFailureCountsNothing(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast)
+	st := testenv.Store(t, cfg)
+	order := testenv.CreateOrders(t, cfg, "srt", 1)[0]
+	testenv.StartWorker(t, cfg, worker.Options{})
+	ids := paydemoSteps(t, cfg, st, order,
+		fmt.Sprintf(`{"orderCode":%q,"paymentNo":"PAY-1","amount":1000,"status":"SUCCESS"}`, order),
+		fmt.Sprintf(`{"type":"refund","orderCode":%q,"paymentNo":"PAY-1","refundNo":"re_1","amount":400,"status":"SUCCESS"}`, order),
+		fmt.Sprintf(`{"type":"refund","orderCode":%q,"paymentNo":"PAY-1","refundNo":"re_1","amount":400,"status":"FAILED"}`, order),
+		fmt.Sprintf(`{"type":"refund","orderCode":%q,"paymentNo":"PAY-1","refundedTotal":400,"status":"SUCCESS"}`, order))
+	o := orderOf(t, st, order)
+	require.Equal(t, payment.OrderPaid, o.PaymentStatus)
+	require.EqualValues(t, 0, o.RefundedAmount)
+	require.Empty(t, notifications(t, st, ids[3]))
+	row := st.WaitStatus(t, ids[3], callback.StatusSuccess)
+	attempts, err := st.Attempts(t.Context(), row.ID)
+	require.NoError(t, err)
+	require.Equal(t, "refund total:400: the running total 400 is already counted", *attempts[len(attempts)-1].Note)
+}
+
+// TestALostDisputeTakesOnlyWhatRefundsLeft: a dispute lost after a full
+// refund takes nothing more (no second points.deduct, no second
+// warehouse.cancel) and reports the money that left twice; a refund after
+// a lost dispute counts only what the dispute left. Both used to count
+// the whole amount again.
+func TestALostDisputeTakesOnlyWhatRefundsLeft(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast)
+	st := testenv.Store(t, cfg)
+	a := testenv.CreateOrders(t, cfg, "ldra", 1)[0] // 1000 CNY, user 100
+	b := testenv.CreateOrders(t, cfg, "ldrb", 1)[0]
+	testenv.StartWorker(t, cfg, worker.Options{})
+	ids := paydemoSteps(t, cfg, st, a,
+		fmt.Sprintf(`{"orderCode":%q,"paymentNo":"PAY-A","amount":1000,"status":"SUCCESS"}`, a),
+		fmt.Sprintf(`{"type":"dispute","orderCode":%q,"disputeId":"DP-A","amount":1000,"status":"OPEN"}`, a),
+		fmt.Sprintf(`{"type":"refund","orderCode":%q,"refundNo":"RF-A","amount":1000,"status":"SUCCESS"}`, a),
+		fmt.Sprintf(`{"type":"dispute","orderCode":%q,"disputeId":"DP-A","amount":1000,"status":"LOST"}`, a))
+	require.Equal(t, []string{
+		`order.dispute {"amount":1000,"currency":"CNY","disputeId":"DP-A","orderCode":"` + a + `","status":"LOST"}`,
+		`payment.exception {"amount":1000,"currency":"CNY","kind":"over_refund","orderCode":"` + a + `","paymentNo":"PAY-A"}`,
+	}, notifications(t, st, ids[3]))
+	require.Equal(t, payment.OrderRefunded, orderOf(t, st, a).PaymentStatus)
+
+	ids = paydemoSteps(t, cfg, st, b,
+		fmt.Sprintf(`{"orderCode":%q,"paymentNo":"PAY-B","amount":1000,"status":"SUCCESS"}`, b),
+		fmt.Sprintf(`{"type":"dispute","orderCode":%q,"disputeId":"DP-B","amount":600,"status":"LOST"}`, b),
+		fmt.Sprintf(`{"type":"refund","orderCode":%q,"refundNo":"RF-B","amount":1000,"status":"SUCCESS"}`, b))
+	require.Equal(t, []string{
+		`order.dispute {"amount":600,"currency":"CNY","disputeId":"DP-B","orderCode":"` + b + `","status":"LOST"}`,
+		`points.deduct {"amount":600,"currency":"CNY","orderCode":"` + b + `","userId":100}`,
+		`warehouse.cancel {"orderCode":"` + b + `"}`,
+	}, notifications(t, st, ids[1]))
+	require.Equal(t, []string{
+		`order.refunded {"amount":400,"currency":"CNY","full":false,"orderCode":"` + b + `","refundNo":"RF-B","refundedTotal":400}`,
+		`points.deduct {"amount":400,"currency":"CNY","orderCode":"` + b + `","userId":100}`,
+		`payment.exception {"amount":600,"currency":"CNY","kind":"over_refund","orderCode":"` + b + `","paymentNo":"PAY-B"}`,
+	}, notifications(t, st, ids[2]))
+	o := orderOf(t, st, b)
+	require.Equal(t, payment.OrderPartiallyRefunded, o.PaymentStatus)
+	require.EqualValues(t, 400, o.RefundedAmount)
+}
+
+// TestARefundOfAMismatchedPaymentIsRecordedAtOnce: a payment of the wrong
+// amount does not pay the order; its refund (finance's usual fix) is
+// recorded against it at once and changes nothing of the unpaid order. It
+// used to wait as "refund before its payment" and end FAILED.
+func TestARefundOfAMismatchedPaymentIsRecordedAtOnce(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, retrying(3))
+	st := testenv.Store(t, cfg)
+	order := testenv.CreateOrders(t, cfg, "rmp", 1)[0]
+	testenv.StartWorker(t, cfg, worker.Options{})
+	ids := paydemoSteps(t, cfg, st, order,
+		fmt.Sprintf(`{"orderCode":%q,"paymentNo":"PAY-X","amount":900,"status":"SUCCESS"}`, order),
+		fmt.Sprintf(`{"type":"refund","orderCode":%q,"paymentNo":"PAY-X","refundNo":"RF-X","amount":900,"status":"SUCCESS"}`, order))
+	row := st.WaitStatus(t, ids[1], callback.StatusSuccess)
+	require.Equal(t, 1, row.Attempts, "recorded at once, no wait")
+	require.Empty(t, notifications(t, st, ids[1]))
+	require.Equal(t, payment.OrderUnpaid, orderOf(t, st, order).PaymentStatus)
+	var pn string
+	require.NoError(t, st.SQL.QueryRow(`SELECT payment_no FROM refunds WHERE order_code = ? AND refund_no = 'RF-X'`, order).Scan(&pn))
+	require.Equal(t, "PAY-X", pn)
+}

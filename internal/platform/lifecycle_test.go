@@ -321,7 +321,9 @@ const (
 	lcWeChatOrder    = "20150806125346"
 	lcWeChatTxn      = "1008450740201411110005820873"
 	lcWeChatRefundID = "50200207182018070300011301001"
-	lcWeChatAbnormal = "wechat pay REFUND.ABNORMAL: the money could not reach the payer's account"
+	lcWeChatAbnormal = "wechat pay refund " + lcWeChatRefundID + " is ABNORMAL: the money could not reach the payer's account; " +
+		"apply an abnormal refund in the merchant platform, whose REFUND.SUCCESS or REFUND.CLOSED is applied"
+	lcWeChatClosed = "wechat pay REFUND.CLOSED: the refund was closed"
 )
 
 // lcWeChatResource is a documented decrypted refund resource with the
@@ -425,12 +427,13 @@ func TestWeChatPayRefundSuccessSample(t *testing.T) {
 	f.allNotified(t)
 }
 
-// TestWeChatPayRefundAbnormalSample: REFUND.ABNORMAL of a refund not
-// counted before fails it (a person must refund by other means): recorded
-// FAILED, order.refund_failed, the order's money unchanged; the refund's
-// REFUND.CLOSED after it changes nothing (a refund recorded FAILED stays
-// so). The samples all name one refund, so this order is paid on a
-// database of its own, where that refund never succeeded.
+// TestWeChatPayRefundAbnormalSample: REFUND.ABNORMAL is not final (the
+// merchant hands the refund to WeChat Pay's abnormal-refund flow under the
+// same refund_id): stored with a note, nothing recorded; the refund's
+// REFUND.CLOSED after it fails it (recorded FAILED, order.refund_failed),
+// and a REFUND.SUCCESS after the abnormal one would have counted it. The
+// samples all name one refund, so this order is paid on a database of its
+// own, where that refund never succeeded.
 func TestWeChatPayRefundAbnormalSample(t *testing.T) {
 	p := testenv.StartPlatform(t, "wechatpay", wechatKeyConfig())
 	f := &lcFlow{p: p, source: "wechatpay", status: http.StatusNoContent}
@@ -440,17 +443,16 @@ func TestWeChatPayRefundAbnormalSample(t *testing.T) {
 	// The documented envelope, with the abnormal refund's event_type and
 	// summary and an id of its own.
 	abnormal := lcWeChatEnvelope(t, "EV-2018022511223320874", "REFUND.ABNORMAL", "退款异常", lcWeChatResource(t, "wechatpay_refund_abnormal.json"))
-	row := f.step(t, abnormal, lcWeChatSigned(abnormal), "EV-2018022511223320874", "",
-		lcRefundFailed(lcWeChatOrder, lcWeChatRefundID, 999, "CNY", lcWeChatAbnormal))
+	f.step(t, abnormal, lcWeChatSigned(abnormal), "EV-2018022511223320874", lcWeChatAbnormal)
 	require.Equal(t, lcOrder{Status: "PAID", PaymentNo: lcWeChatTxn}, lcOrderOf(t, p, lcWeChatOrder), "the money is unchanged")
-	want := []lcRefund{{Order: lcWeChatOrder, RefundNo: lcWeChatRefundID, PaymentNo: lcWeChatTxn, Status: "FAILED", Amount: 999,
-		Currency: "CNY", Reason: lcWeChatAbnormal, Log: row.ID, Last: row.ID}}
-	require.Equal(t, want, lcRefunds(t, p))
+	require.Empty(t, lcRefunds(t, p), "an abnormal refund is not final: nothing is recorded")
 
 	closed := lcWeChatEnvelope(t, "EV-2018022511223320875", "REFUND.CLOSED", "退款关闭", lcWeChatResource(t, "wechatpay_refund_closed.json"))
-	f.step(t, closed, lcWeChatSigned(closed), "EV-2018022511223320875", "refund "+lcWeChatRefundID+" already FAILED")
+	row := f.step(t, closed, lcWeChatSigned(closed), "EV-2018022511223320875", "",
+		lcRefundFailed(lcWeChatOrder, lcWeChatRefundID, 999, "CNY", lcWeChatClosed))
 	require.Equal(t, lcOrder{Status: "PAID", PaymentNo: lcWeChatTxn}, lcOrderOf(t, p, lcWeChatOrder))
-	require.Equal(t, want, lcRefunds(t, p), "the refund row is as the abnormal notification left it")
+	require.Equal(t, []lcRefund{{Order: lcWeChatOrder, RefundNo: lcWeChatRefundID, PaymentNo: lcWeChatTxn, Status: "FAILED", Amount: 999,
+		Currency: "CNY", Reason: lcWeChatClosed, Log: row.ID, Last: row.ID}}, lcRefunds(t, p))
 	f.allNotified(t)
 }
 
@@ -544,8 +546,9 @@ func lcStripeStep(t *testing.T, f *lcFlow, name, note string, msgs ...string) *c
 // TestStripeLifecycleSamples: a refund pending (no effect), then succeeded
 // (counted), the Charge's running total covering it (no double count), the
 // refund failed (uncounted), a dispute opened and lost; and a PaymentIntent
-// whose payment failed (so callgate recorded it) canceled: its order
-// closes, found by the PaymentIntent the event names.
+// whose payment failed (so callgate recorded it) canceled: found by the
+// PaymentIntent the event names, a failed attempt again (one
+// PaymentIntent is one attempt: the order may still be paid by another).
 func TestStripeLifecycleSamples(t *testing.T) {
 	p := testenv.StartPlatform(t, "stripe", stripeConfig(stripeSecret))
 	f := &lcFlow{p: p, source: "stripe", status: http.StatusOK}
@@ -595,10 +598,9 @@ func TestStripeLifecycleSamples(t *testing.T) {
 	fail := stripeEvent("evt_lc_failed", "payment_intent.payment_failed", lcStripeUnpaid, lcStripeCanceled, 2000)
 	failedPay := f.step(t, fail, lcStripeSigned(fail), "evt_lc_failed", "")
 	require.Equal(t, lcOrder{Status: "FAILED"}, lcOrderOf(t, p, lcStripeUnpaid))
-	canceled := lcStripeStep(t, f, "stripe_payment_intent_canceled.json", "",
-		lcClosed(lcStripeUnpaid, "stripe payment_intent.canceled requested_by_customer"))
+	canceled := lcStripeStep(t, f, "stripe_payment_intent_canceled.json", "order already marked FAILED")
 	require.Equal(t, lcStripeCanceled, canceled.BusinessKey)
-	require.Equal(t, lcOrder{Status: "CLOSED"}, lcOrderOf(t, p, lcStripeUnpaid))
+	require.Equal(t, lcOrder{Status: "FAILED"}, lcOrderOf(t, p, lcStripeUnpaid))
 
 	require.Equal(t, []lcPayment{
 		{Order: lcStripeOrder, PaymentNo: lcStripePI, Status: "SUCCEEDED", Paying: true, Amount: 1099, Currency: "USD", Log: paid.ID, Last: paid.ID},
@@ -631,11 +633,19 @@ func TestStripeDisputeWonSample(t *testing.T) {
 	require.Equal(t, []lcDispute{{Order: lcStripeOrder, DisputeID: lcStripeDispute, PaymentNo: lcStripePI, Status: "WON", Amount: 1000,
 		Currency: "USD", Log: opened.ID, Last: won.ID}}, lcDisputes(t, p))
 
-	canceled := lcStripeStep(t, f, "stripe_payment_intent_canceled.json", "",
-		lcClosed(lcStripeUnpaid, "stripe payment_intent.canceled requested_by_customer"))
+	// A cancellation is a failed attempt: the order is FAILED, not
+	// CLOSED, and another PaymentIntent still pays it.
+	canceled := lcStripeStep(t, f, "stripe_payment_intent_canceled.json", "")
 	require.Equal(t, lcStripeUnpaid, canceled.BusinessKey, "the metadata names the order")
-	require.Equal(t, lcOrder{Status: "CLOSED"}, lcOrderOf(t, p, lcStripeUnpaid))
-	require.Len(t, lcPayments(t, p), 1)
+	require.Equal(t, lcOrder{Status: "FAILED"}, lcOrderOf(t, p, lcStripeUnpaid))
+	payments := lcPayments(t, p)
+	require.Len(t, payments, 2)
+	require.Equal(t, lcPayment{Order: lcStripeUnpaid, PaymentNo: lcStripeCanceled, Status: "FAILED", Amount: 2000, Currency: "USD",
+		Log: canceled.ID, Last: canceled.ID}, payments[1])
+	repay := stripeEvent("evt_lc_repaid", "payment_intent.succeeded", lcStripeUnpaid, "pi_lc_second_attempt", 2000)
+	repay = bytes.Replace(repay, []byte(`"order_code"`), []byte(`"order_id"`), 1)
+	f.step(t, repay, lcStripeSigned(repay), "evt_lc_repaid", "", lcShip(lcStripeUnpaid), lcPoints("points.add", lcStripeUnpaid, 2000, "USD"))
+	require.Equal(t, lcOrder{Status: "PAID", PaymentNo: "pi_lc_second_attempt"}, lcOrderOf(t, p, lcStripeUnpaid))
 	require.Empty(t, lcRefunds(t, p))
 	f.allNotified(t)
 }
@@ -942,16 +952,25 @@ func TestShopifyDisputeSamples(t *testing.T) {
 	lcShopifyPay(t, f, 40495, "CAD", "404.95")
 
 	created := lcSample(t, "shopify_disputes_create.json")
-	opened := f.step(t, created, shopifySigned(created, shopifySecret, "wh-lc-dispute-1", "disputes/create"), shopifyShop+"/wh-lc-dispute-1", "",
+	opened := f.step(t, created, shopifySigned(created, shopifySecret, "wh-lc-dispute-1", "disputes/create"),
+		shopifyShop+"/285332461850802063:disputes/create:under_review", "",
 		lcDisputeMsg(code, "285332461850802063", "OPEN", 1150, "CAD"))
 	require.Equal(t, lcOrder{Status: "PAID", PaymentNo: lcShopifyOrderID, Dispute: "OPEN"}, lcOrderOf(t, p, code))
 
 	updated := lcSample(t, "shopify_disputes_update.json")
-	won := f.step(t, updated, shopifySigned(updated, shopifySecret, "wh-lc-dispute-2", "disputes/update"), shopifyShop+"/wh-lc-dispute-2", "",
+	won := f.step(t, updated, shopifySigned(updated, shopifySecret, "wh-lc-dispute-2", "disputes/update"),
+		shopifyShop+"/285332461850802063:disputes/update:won", "",
 		lcDisputeMsg(code, "285332461850802063", "WON", 1150, "CAD"))
 	require.Equal(t, lcOrder{Status: "PAID", PaymentNo: lcShopifyOrderID, Dispute: "WON"}, lcOrderOf(t, p, code))
 	require.Equal(t, []lcDispute{{Order: code, DisputeID: "285332461850802063", PaymentNo: lcShopifyOrderID, Status: "WON", Amount: 1150,
 		Currency: "CAD", Log: opened.ID, Last: won.ID}}, lcDisputes(t, p))
 	require.Empty(t, lcRefunds(t, p))
+
+	// The same signed "won" body captured and sent again under a new
+	// webhook id is the same event: Shopify signs no time, and a dispute
+	// has no updated_at, so its status names the event.
+	resent := p.Post(t, "shopify", updated, shopifySigned(updated, shopifySecret, "wh-lc-dispute-3", "disputes/update"))
+	require.Equal(t, http.StatusOK, resent.Status, string(resent.Body))
+	require.Contains(t, string(resent.Body), `"duplicate":true`)
 	f.allNotified(t)
 }

@@ -327,10 +327,16 @@ func decimalAt(obj callback.Object, path string) (string, error) {
 // updated_at, a Refund), which every retry of a delivery repeats, so that
 // a captured body re-sent with a new X-Shopify-Webhook-Id is a duplicate,
 // and one shop's resource never collides with another's; a body without
-// them falls back to "<shop>/" and X-Shopify-Webhook-Id.
+// them falls back to "<shop>/" and X-Shopify-Webhook-Id. A Dispute has
+// no updated_at (its initiated_at never moves): its status stands in, so
+// each status of a dispute is one event, and a captured "lost" re-sent
+// after the dispute was won is a duplicate, not a second loss.
 func shopifyEventID(obj callback.Object, shop, topic string, h http.Header) (string, error) {
 	id, errID := obj.Scalar("id")
 	at, errAt := obj.Scalar("updated_at")
+	if errAt != nil && strings.HasPrefix(topic, "disputes/") {
+		at, errAt = obj.Scalar("status")
+	}
 	if errAt != nil {
 		at, errAt = obj.Scalar("created_at")
 	}

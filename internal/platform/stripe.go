@@ -69,7 +69,8 @@ func (p *stripe) Reread(req Request) ([]Callback, error) { return p.interpret(re
 
 // interpret checks a verified event's mode and account and maps it to its
 // event, by type (docs.stripe.com/api/events/types): the PaymentIntent's
-// succeeded, payment_failed and canceled; charge.refunded (the Charge's
+// succeeded, payment_failed and canceled (a failed attempt: the order
+// may be paid by another PaymentIntent); charge.refunded (the Charge's
 // amount_refunded, a running total: docs.stripe.com/api/charges/object);
 // refund.created, refund.updated, refund.failed and charge.refund.updated
 // (a Refund, by its status: docs.stripe.com/api/refunds/object);
@@ -166,9 +167,15 @@ func (p *stripe) event(obj callback.Object, typ string) (callback.PaymentEvent, 
 		}
 		return ev, nil
 	case "payment_intent.canceled":
-		ev.Type = callback.TypeClose
+		// One PaymentIntent is one attempt to pay; the customer may pay
+		// the order with another, so its cancellation is a failed
+		// payment, not the order's closure.
+		ev.Type, ev.Status = callback.TypePayment, callback.PaymentFailed
 		ev.OrderCode, _ = obj.Scalar(p.orderPath)
 		if ev.PaymentNo, err = obj.Scalar("data.object.id"); err != nil {
+			return ev, err
+		}
+		if ev.Amount, ev.Currency, err = stripeAmount(obj, "data.object.amount"); err != nil {
 			return ev, err
 		}
 		reason, _ := obj.Scalar("data.object.cancellation_reason")

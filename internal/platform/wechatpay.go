@@ -245,9 +245,11 @@ func wechatTransaction(obj callback.Object, notificationID string) (callback.Pay
 // wechatRefund maps a refund resource (event_type REFUND.SUCCESS,
 // REFUND.ABNORMAL, REFUND.CLOSED; pay.weixin.qq.com/doc/v3/merchant/4012082053,
 // "退款结果通知"): the refund refund_id of the payment transaction_id of
-// order out_trade_no, amount.refund fen. SUCCESS counts it; ABNORMAL (the
-// money could not reach the payer's account: a person must refund by
-// other means) and CLOSED fail it.
+// order out_trade_no, amount.refund fen. SUCCESS counts it; CLOSED fails
+// it. ABNORMAL (the money could not reach the payer's account) is not
+// final: the merchant hands it to WeChat Pay's abnormal-refund flow under
+// the same refund_id, which ends in REFUND.SUCCESS or REFUND.CLOSED; it is
+// stored with a note that says so, and changes nothing.
 func wechatRefund(obj callback.Object) (callback.PaymentEvent, error) {
 	ev := callback.PaymentEvent{Type: callback.TypeRefund}
 	var err error
@@ -266,7 +268,8 @@ func wechatRefund(obj callback.Object) (callback.PaymentEvent, error) {
 	case "SUCCESS":
 		ev.Status = callback.RefundSuccess
 	case "ABNORMAL":
-		ev.Status, ev.Reason = callback.RefundFailed, "wechat pay REFUND.ABNORMAL: the money could not reach the payer's account"
+		return callback.PaymentEvent{Ignored: fmt.Sprintf("wechat pay refund %s is ABNORMAL: the money could not reach the payer's account; "+
+			"apply an abnormal refund in the merchant platform, whose REFUND.SUCCESS or REFUND.CLOSED is applied", truncate(ev.RefundNo))}, nil
 	case "CLOSED":
 		ev.Status, ev.Reason = callback.RefundFailed, "wechat pay REFUND.CLOSED: the refund was closed"
 	default:

@@ -14,6 +14,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -178,13 +179,34 @@ func testingVerboseLogs() bool { return os.Getenv("CALLGATE_TEST_LOG") != "" }
 func (st *TestStore) WaitStatus(t testing.TB, id int64, want callback.Status) *callback.Log {
 	t.Helper()
 	var l *callback.Log
-	require.Eventually(t, func() bool {
-		var err error
-		l, err = st.GetCallback(context.Background(), id)
-		return err == nil && l.Status == want
-	}, 20*time.Second, 20*time.Millisecond, "callback %d never became %s", id, want)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := st.GetCallback(context.Background(), id)
+		if err == nil {
+			l = got
+			if l.Status == want {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			require.FailNow(t, fmt.Sprintf("callback %d never became %s (%s)", id, want, lastState(l)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	return l
 }
 
 // NoFollow is an HTTP client that shows redirects instead of following them.
 var NoFollow = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// lastState is what a callback last was, for a failed wait's message.
+func lastState(l *callback.Log) string {
+	if l == nil {
+		return "not found"
+	}
+	s := fmt.Sprintf("%s after %d attempts", l.Status, l.Attempts)
+	if l.LastError != nil {
+		s += ": " + *l.LastError
+	}
+	return s
+}

@@ -358,7 +358,8 @@ func prelude(w *world, base time.Time) {
 		for ti, target := range []string{"pay-same", "pay-other", "pay-mismatch", "fail-same", "fail-other", "refund", "refund-over",
 			"refund-failed-new", "refund-failed-counted", "reversed-counted", "reversed-unknown", "close", "dispute-open",
 			"dispute-won", "dispute-lost", "dispute-lost-after-open", "dispute-won-after-lost", "refund-other-payment",
-			"dispute-other-payment", "refund-total", "refund-matched", "refund-again-other-currency", "dispute-again-other-currency"} {
+			"dispute-other-payment", "refund-total", "refund-matched", "refund-again-other-currency", "dispute-again-other-currency",
+			"refund-after-lost", "failed-after-total", "total-after-failure", "refund-of-mismatched-payment"} {
 			code := fmt.Sprintf("C-%d-%d", si, ti)
 			o := order{Code: code, User: int64(300 + si*100 + ti), Amount: 1000 + int64(ti), Currency: []string{"CNY", "USD", "JPY"}[ti%3]}
 			w.Orders = append(w.Orders, o)
@@ -447,6 +448,23 @@ func prelude(w *world, base time.Time) {
 			case "refund-total": // Stripe's charge.refunded: a running total
 				sc.target = &event{Source: "stripe", Seq: next(), Type: "refund", Order: code, NamesOrder: true, PaymentNo: "P1",
 					Total: o.Amount/2 + 1, Currency: o.Currency, Status: "SUCCESS", PaidAt: base}
+			case "refund-after-lost": // what a lost dispute took is not refunded again
+				sc.setup = append(sc.setup, dispute("DP1", "LOST"))
+				sc.target = refund("R1", o.Amount, "SUCCESS")
+			case "failed-after-total": // a total counted it; it fails, never seen one by one
+				sc.setup = append(sc.setup, &event{Source: "stripe", Seq: next(), Type: "refund", Order: code, NamesOrder: true, PaymentNo: "P1",
+					Total: o.Amount / 2, Currency: o.Currency, Status: "SUCCESS", PaidAt: base})
+				sc.target = &event{Source: "stripe", Seq: next(), Type: "refund", Order: code, NamesOrder: true, PaymentNo: "P1",
+					RefundNo: "re_f", Amount: o.Amount / 2, Currency: o.Currency, Status: "FAILED", Reason: "expired_or_canceled_card", PaidAt: base}
+			case "total-after-failure": // a total sent before its refund failed comes late
+				sc.setup = append(sc.setup, refund("R0", o.Amount/3, "FAILED"))
+				sc.target = &event{Source: "stripe", Seq: next(), Type: "refund", Order: code, NamesOrder: true, PaymentNo: "P1",
+					Total: o.Amount / 3, Currency: o.Currency, Status: "SUCCESS", PaidAt: base}
+			case "refund-of-mismatched-payment": // the refund of a payment that did not pay the order
+				sc.setup = append(sc.setup, pay("P7", "SUCCESS"))
+				sc.setup[len(sc.setup)-1].Amount--
+				sc.target = refund("R7", o.Amount-1, "SUCCESS")
+				sc.target.PaymentNo = "P7"
 			case "refund-matched": // a total, then the refund it counted, one by one
 				sc.setup = append(sc.setup, &event{Source: "stripe", Seq: next(), Type: "refund", Order: code, NamesOrder: true, PaymentNo: "P1",
 					Total: o.Amount / 2, Currency: o.Currency, Status: "SUCCESS", PaidAt: base})
@@ -619,6 +637,10 @@ func genRefund(r *rand.Rand, e *event, o *order, h *history) {
 			prev := mine[r.IntN(len(mine))]
 			e.RefundNo, e.Amount = prev.RefundNo, prev.Amount
 			e.Status = []string{"SUCCESS", "FAILED"}[r.IntN(2)]
+		} else if r.IntN(4) == 0 {
+			// Failed, never seen one by one: a running total sent
+			// before may have counted it (it takes that back).
+			e.Status = "FAILED"
 		}
 		if e.Status == "FAILED" {
 			e.Variant = r.IntN(2) // refund.failed, or refund.updated with status failed
@@ -649,7 +671,7 @@ func genRefund(r *rand.Rand, e *event, o *order, h *history) {
 			e.RefundNo, e.Amount = prev.RefundNo, prev.Amount
 		}
 		if r.IntN(4) == 0 {
-			e.Status, e.Reason = "FAILED", "wechat pay REFUND.ABNORMAL: the money could not reach the payer's account"
+			e.Status, e.Reason = "FAILED", "wechat pay REFUND.CLOSED: the refund was closed"
 		}
 	case "alipay": // refund_fee: the trade's running total, with out_biz_no
 		e.PaymentNo = paymentOf(r, e, h)
@@ -685,8 +707,10 @@ func genClose(r *rand.Rand, e *event) {
 	case "wechatpay":
 		e.Reason = "wechat pay trade_state CLOSED"
 	case "stripe":
-		e.Reason = "stripe payment_intent.canceled abandoned"
-		e.PaymentNo = fmt.Sprintf("PAY-C%d", e.Seq)
+		// A PaymentIntent canceled is a failed attempt (README, Stripe),
+		// not the order's closure.
+		e.Type, e.Status, e.Variant = "payment", "FAILED", 1
+		e.PaymentNo, e.Amount, e.Currency = fmt.Sprintf("PAY-C%d", e.Seq), 100, "USD"
 	case "adyen":
 		e.Reason = "adyen ORDER_CLOSED: the order was not paid in full in time"
 	case "shopify":
@@ -786,8 +810,8 @@ func (s step) eventID() string {
 			return fmt.Sprintf("%s/%s:orders/cancelled:%s", shop, e.PaymentNo, e.PaidAt.Format(time.RFC3339))
 		case e.Type == "refund":
 			return fmt.Sprintf("%s/%s:refunds/create:%s", shop, e.RefundNo, e.PaidAt.Format(time.RFC3339))
-		default:
-			return fmt.Sprintf("%s/wh-%d", shop, e.Seq) // a dispute has no updated_at: the webhook id
+		default: // a dispute has no updated_at: its status stands in
+			return fmt.Sprintf("%s/%s:disputes/update:%s", shop, e.DisputeID, shopifyDisputeStatus(e))
 		}
 	}
 	panic("no source " + e.Source)
@@ -958,12 +982,12 @@ func stripeType(e *event) string {
 	switch {
 	case e.Ignored:
 		return "payment_intent.created"
+	case e.Type == "payment" && e.Status == "FAILED" && e.Variant == 1:
+		return "payment_intent.canceled"
 	case e.Type == "payment" && e.Status == "FAILED":
 		return "payment_intent.payment_failed"
 	case e.Type == "payment":
 		return "payment_intent.succeeded"
-	case e.Type == "close":
-		return "payment_intent.canceled"
 	case e.Type == "refund" && e.RefundNo == "":
 		return "charge.refunded"
 	case e.Type == "refund" && e.Status == "FAILED" && e.Variant == 0:
@@ -990,11 +1014,12 @@ func stripeObject(e *event) map[string]any {
 		if e.Status == "FAILED" {
 			received = 0
 		}
-		return map[string]any{"id": e.PaymentNo, "object": "payment_intent", "amount": e.Amount, "amount_received": received,
+		obj := map[string]any{"id": e.PaymentNo, "object": "payment_intent", "amount": e.Amount, "amount_received": received,
 			"currency": cur, "metadata": meta}
-	case e.Type == "close":
-		return map[string]any{"id": e.PaymentNo, "object": "payment_intent", "amount": 100, "amount_received": 0, "currency": "usd",
-			"status": "canceled", "cancellation_reason": "abandoned", "metadata": meta}
+		if e.Variant == 1 && e.Status == "FAILED" {
+			obj["status"], obj["cancellation_reason"] = "canceled", "abandoned"
+		}
+		return obj
 	case e.Type == "refund" && e.RefundNo == "":
 		return map[string]any{"id": "ch_" + e.PaymentNo, "object": "charge", "amount": e.Total, "amount_refunded": e.Total,
 			"refunded": false, "payment_intent": e.PaymentNo, "currency": cur, "metadata": meta}
@@ -1026,7 +1051,7 @@ func renderWeChat(e *event, id string, rsaKey *rsa.PrivateKey, now time.Time) re
 		eventType, original = "REFUND.SUCCESS", "refund"
 		status := "SUCCESS"
 		if e.Status == "FAILED" {
-			eventType, status = "REFUND.ABNORMAL", "ABNORMAL"
+			eventType, status = "REFUND.CLOSED", "CLOSED"
 		}
 		plain = mustJSON(map[string]any{"mchid": mch, "out_trade_no": e.Order, "transaction_id": e.PaymentNo, "out_refund_no": "M" + e.RefundNo,
 			"refund_id": e.RefundNo, "refund_status": status, "user_received_account": "招商银行信用卡0403",
@@ -1135,10 +1160,7 @@ func renderShopify(e *event, id string) request {
 				"amount": decimal(e.Amount, e.Currency), "currency": e.Currency}}})
 	default:
 		topic = "disputes/update"
-		status := map[string]string{"OPEN": "needs_response", "WON": "won", "LOST": "lost"}[e.Status]
-		if e.Variant == 1 {
-			status = map[string]string{"OPEN": "under_review", "WON": "won", "LOST": "accepted"}[e.Status]
-		}
+		status := shopifyDisputeStatus(e)
 		disputeID, _ := strconv.Atoi(e.DisputeID)
 		body = mustJSON(map[string]any{"id": disputeID, "order_id": orderID, "type": "chargeback", "amount": decimal(e.Amount, e.Currency),
 			"currency": e.Currency, "reason": "fraudulent", "status": status, "initiated_at": at})
@@ -1150,6 +1172,14 @@ func renderShopify(e *event, id string) request {
 	return request{"shopify", body, http.Header{"Content-Type": {"application/json"},
 		"X-Shopify-Hmac-Sha256": {signature.SignHMAC(shopifySecret, body, "base64", "")},
 		"X-Shopify-Topic":       {topic}, "X-Shopify-Shop-Domain": {domain}, "X-Shopify-Webhook-Id": {"wh-" + strconv.Itoa(e.Seq)}}}
+}
+
+// shopifyDisputeStatus is the Shopify Payments status of a dispute event.
+func shopifyDisputeStatus(e *event) string {
+	if e.Variant == 1 {
+		return map[string]string{"OPEN": "under_review", "WON": "won", "LOST": "accepted"}[e.Status]
+	}
+	return map[string]string{"OPEN": "needs_response", "WON": "won", "LOST": "lost"}[e.Status]
 }
 
 func mustJSON(v any) []byte {

@@ -50,6 +50,7 @@ type modelRefund struct {
 type modelDispute struct {
 	Status  string
 	Amount  int64
+	Counted int64 // what it took from what remained, when LOST
 	Payment string
 }
 
@@ -226,7 +227,8 @@ func (m *model) decide(e *event) (outcome, string, bool) {
 		o = m.orders[codes[0]]
 	}
 	// 3. Another payment than the one that paid the order.
-	if (e.Type == "refund" || e.Type == "dispute") && e.paymentNo() != "" && o.PaymentNo != "" && e.paymentNo() != o.PaymentNo {
+	if (e.Type == "refund" || e.Type == "dispute") && e.paymentNo() != "" && e.paymentNo() != o.PaymentNo &&
+		(o.PaymentNo != "" || o.payments[e.paymentNo()] != nil) {
 		m.cell(e.Type+" of another payment", o.Status)
 		return m.otherPayment(o, e), "", false
 	}
@@ -412,8 +414,16 @@ func (m *model) refund(o *modelOrder, e *event) (outcome, string, bool) {
 			if e.Status == "REVERSED" {
 				return outcome{}, fmt.Sprintf("refund reversal before its refund: refund %s is not recorded", no), true
 			}
-			o.refunds[no] = &modelRefund{Status: "FAILED", Amount: e.Amount, Payment: e.paymentNo()}
-			return outcome{Status: "SUCCESS", Messages: []string{refundFailedMsg(o, no, e.Amount, e.Reason)}}, "", false
+			// Never seen: it takes back what running totals counted and
+			// no refund was matched against.
+			back := min(e.Amount, pool(o), o.Refunded)
+			o.refunds[no] = &modelRefund{Status: "FAILED", Amount: e.Amount, Matched: back, Payment: e.paymentNo()}
+			out := outcome{Status: "SUCCESS", Messages: []string{refundFailedMsg(o, no, e.Amount, e.Reason)}}
+			if back > 0 {
+				uncount(o, back)
+				out.Messages = append(out.Messages, message("points.add", map[string]any{"orderCode": o.Code, "userId": o.User, "amount": back, "currency": o.Currency}))
+			}
+			return out, "", false
 		}
 		if r.Status != "SUCCEEDED" {
 			return noEffect("refund %s already %s", no, r.Status), "", false
@@ -423,15 +433,7 @@ func (m *model) refund(o *modelOrder, e *event) (outcome, string, bool) {
 			reason = "refund reversed"
 		}
 		back := min(r.Counted+r.Matched, o.Refunded)
-		if back > 0 {
-			o.Refunded -= back
-			if o.Status == "PARTIALLY_REFUNDED" || o.Status == "REFUNDED" {
-				o.Status = "PARTIALLY_REFUNDED"
-				if o.Refunded == 0 {
-					o.Status = "PAID"
-				}
-			}
-		}
+		uncount(o, back)
 		r.Status = map[string]string{"FAILED": "FAILED", "REVERSED": "REVERSED"}[e.Status]
 		out := outcome{Status: "SUCCESS", Messages: []string{refundFailedMsg(o, no, r.Amount, reason)}}
 		if back > 0 {
@@ -440,6 +442,59 @@ func (m *model) refund(o *modelOrder, e *event) (outcome, string, bool) {
 		return out, "", false
 	}
 	panic("refund status " + e.Status)
+}
+
+// uncount: "counted before: uncounted" of the refund failed row.
+func uncount(o *modelOrder, back int64) {
+	if back <= 0 {
+		return
+	}
+	o.Refunded -= back
+	if o.Status == "PARTIALLY_REFUNDED" || o.Status == "REFUNDED" {
+		o.Status = "PARTIALLY_REFUNDED"
+		if o.Refunded == 0 {
+			o.Status = "PAID"
+		}
+	}
+}
+
+// ofPaying: a row of the paying payment, or of none named.
+func ofPaying(o *modelOrder, payment string) bool {
+	return payment == "" || o.PaymentNo == "" || payment == o.PaymentNo
+}
+
+// lostTook is what the order's LOST disputes other than except took.
+func lostTook(o *modelOrder, except string) (took int64, n int) {
+	for id, d := range o.disputes {
+		if id != except && d.Status == "LOST" && ofPaying(o, d.Payment) {
+			took += d.Counted
+			n++
+		}
+	}
+	return took, n
+}
+
+// given: "the most the platform's total can have shown": the highest
+// total recorded, or the refunds recorded one by one (succeeded: their
+// figure; failed or reversed: what they had counted or matched).
+func given(o *modelOrder) int64 {
+	var highest, sum int64
+	for no, r := range o.refunds {
+		if t, ok := strings.CutPrefix(no, "total:"); ok {
+			v, _ := strconv.ParseInt(t, 10, 64)
+			highest = max(highest, v)
+			continue
+		}
+		if !ofPaying(o, r.Payment) {
+			continue
+		}
+		if r.Status == "SUCCEEDED" {
+			sum += r.Amount
+		} else {
+			sum += r.Counted + r.Matched
+		}
+	}
+	return max(highest, sum)
 }
 
 func refundFailedMsg(o *modelOrder, no string, amount int64, reason string) string {
@@ -455,14 +510,15 @@ func (m *model) count(o *modelOrder, e *event, no string) outcome {
 			matched = min(figure, pool(o))
 		}
 	} else {
-		figure = e.Total - o.Refunded
+		figure = e.Total - max(o.Refunded, given(o))
 		if figure <= 0 {
 			return noEffect("refund %s: the running total %d is already counted", no, e.Total)
 		}
 	}
 	figure -= matched
-	remaining := max(0, o.Amount-o.Refunded)
-	counted := min(figure, remaining)
+	took, _ := lostTook(o, "")
+	available := max(0, o.Amount-o.Refunded-took)
+	counted := min(figure, available)
 	excess := figure - counted
 	if row := o.refunds[no]; row != nil {
 		row.Amount += figure
@@ -538,24 +594,40 @@ func (m *model) dispute(o *modelOrder, e *event) (outcome, string, bool) {
 	if !paid(o) {
 		return outcome{}, fmt.Sprintf("dispute before its payment: order %s is %s", o.Code, o.Status), true
 	}
-	was, lost := "", int64(0)
+	was, took := "", int64(0)
 	if d == nil {
 		d = &modelDispute{Payment: e.paymentNo()}
 		o.disputes[id] = d
 	} else {
-		was, lost = d.Status, d.Amount
+		was, took = d.Status, d.Counted
 	}
-	d.Status, d.Amount = e.Status, e.Amount
+	d.Status, d.Amount, d.Counted = e.Status, e.Amount, 0
 	o.Dispute = e.Status
 	out := outcome{Status: "SUCCESS", Messages: []string{message("order.dispute",
 		map[string]any{"orderCode": o.Code, "disputeId": id, "status": e.Status, "amount": e.Amount, "currency": o.Currency})}}
 	switch {
 	case e.Status == "LOST":
-		out.Messages = append(out.Messages,
-			message("points.deduct", map[string]any{"orderCode": o.Code, "userId": o.User, "amount": e.Amount, "currency": o.Currency}),
-			message("warehouse.cancel", map[string]any{"orderCode": o.Code}))
-	case e.Status == "WON" && was == "LOST":
-		out.Messages = append(out.Messages, message("points.add", map[string]any{"orderCode": o.Code, "userId": o.User, "amount": lost, "currency": o.Currency}))
+		others, otherLost := lostTook(o, id)
+		d.Counted = min(e.Amount, max(0, o.Amount-o.Refunded-others))
+		if d.Counted > 0 {
+			out.Messages = append(out.Messages,
+				message("points.deduct", map[string]any{"orderCode": o.Code, "userId": o.User, "amount": d.Counted, "currency": o.Currency}))
+		}
+		if o.Status != "REFUNDED" && otherLost == 0 {
+			out.Messages = append(out.Messages, message("warehouse.cancel", map[string]any{"orderCode": o.Code}))
+		}
+		if excess := e.Amount - d.Counted; excess > 0 {
+			pay := e.paymentNo()
+			if pay == "" {
+				pay = o.PaymentNo
+			}
+			ex := exception(o, pay, "over_refund", excess, o.Currency,
+				fmt.Sprintf("dispute %s lost for %s more than remained to refund", id, minor(excess, o.Currency)))
+			out.Messages = append(out.Messages, ex.Messages...)
+			out.Note = ex.Note
+		}
+	case e.Status == "WON" && was == "LOST" && took > 0:
+		out.Messages = append(out.Messages, message("points.add", map[string]any{"orderCode": o.Code, "userId": o.User, "amount": took, "currency": o.Currency}))
 	}
 	return out, "", false
 }

@@ -1,0 +1,95 @@
+package payment_test
+
+import (
+	"database/sql"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/golang-migrate/migrate/v4"
+	migratemysql "github.com/golang-migrate/migrate/v4/database/mysql"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/stretchr/testify/require"
+
+	"callgate/internal/testenv"
+	"callgate/migrations"
+)
+
+// migrateTo moves the database of dsn to version v, up or down.
+func migrateTo(t *testing.T, dsn string, v uint) {
+	t.Helper()
+	c, err := mysql.ParseDSN(dsn)
+	require.NoError(t, err)
+	c.MultiStatements, c.InterpolateParams = true, false
+	db, err := sql.Open("mysql", c.FormatDSN())
+	require.NoError(t, err)
+	defer db.Close()
+	src, err := iofs.New(migrations.FS, ".")
+	require.NoError(t, err)
+	drv, err := migratemysql.WithInstance(db, &migratemysql.Config{})
+	require.NoError(t, err)
+	m, err := migrate.NewWithInstance("iofs", src, "mysql", drv)
+	require.NoError(t, err)
+	defer m.Close()
+	require.NoError(t, m.Migrate(v))
+}
+
+// TestMigration015RecordsPaidOrdersAndRollsBackSafely: migration 015
+// records the paying payment of every order paid before it, so that a
+// refund or dispute naming only its payment finds its order; its down
+// migration leaves no order an older callgate would pay again (refunded:
+// PAID, closed: FAILED).
+func TestMigration015RecordsPaidOrdersAndRollsBackSafely(t *testing.T) {
+	dsn := testenv.DB(t)
+	migrateTo(t, dsn, 14)
+	db, err := sql.Open("mysql", dsn)
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(`INSERT INTO orders (order_code, user_id, amount, currency, payment_status, payment_no, paid_at) VALUES
+		('OLD-PAID', 7, 1999, 'USD', 'PAID', 'pi_old', '2026-11-30 10:00:00'),
+		('OLD-HAND', 7, 500, 'CNY', 'PAID', 'BANK-1', NULL),
+		('OLD-UNPAID', 7, 800, 'CNY', 'UNPAID', NULL, NULL),
+		('OLD-FAILED', 7, 800, 'CNY', 'FAILED', NULL, NULL)`)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO callback_log (source, kind, event_id, business_key, status, payload, trace_id, received_at)
+		VALUES ('stripe', 'payment', 'evt_old', 'OLD-PAID', 'SUCCESS', '{}', 't', '2026-11-30 10:00:00')`)
+	require.NoError(t, err)
+
+	migrateTo(t, dsn, 15)
+	type row struct {
+		Order, PaymentNo, Source, Status string
+		Paying                           bool
+		Amount                           int64
+		Currency                         string
+	}
+	var got []row
+	rows, err := db.Query(`SELECT order_code, payment_no, source, status, paying, amount, currency FROM payments ORDER BY order_code`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var r row
+		require.NoError(t, rows.Scan(&r.Order, &r.PaymentNo, &r.Source, &r.Status, &r.Paying, &r.Amount, &r.Currency))
+		got = append(got, r)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []row{
+		{"OLD-HAND", "BANK-1", "", "SUCCEEDED", true, 500, "CNY"},
+		{"OLD-PAID", "pi_old", "stripe", "SUCCEEDED", true, 1999, "USD"},
+	}, got)
+
+	_, err = db.Exec(`INSERT INTO orders (order_code, user_id, amount, currency, payment_status, payment_no, paid_at, refunded_amount) VALUES
+		('NEW-PART', 7, 1000, 'CNY', 'PARTIALLY_REFUNDED', 'P1', NOW(), 300),
+		('NEW-FULL', 7, 1000, 'CNY', 'REFUNDED', 'P2', NOW(), 1000),
+		('NEW-CLOSED', 7, 1000, 'CNY', 'CLOSED', NULL, NULL, 0)`)
+	require.NoError(t, err)
+	migrateTo(t, dsn, 14)
+	status := map[string]string{}
+	rows, err = db.Query(`SELECT order_code, payment_status FROM orders`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var code, s string
+		require.NoError(t, rows.Scan(&code, &s))
+		status[code] = s
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[string]string{"OLD-PAID": "PAID", "OLD-HAND": "PAID", "OLD-UNPAID": "UNPAID", "OLD-FAILED": "FAILED",
+		"NEW-PART": "PAID", "NEW-FULL": "PAID", "NEW-CLOSED": "FAILED"}, status)
+}
