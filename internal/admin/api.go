@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -38,7 +37,10 @@ type Handler struct {
 	// client address, apart from Failures: bad tokens must not lock
 	// people out of single sign-on. Default as Failures.
 	SSOFailures *FailureLimiter
-	once        sync.Once
+	// Proxies are admin.trusted_proxies: behind one, the client is the
+	// address it forwarded (ClientAddr).
+	Proxies Proxies
+	once    sync.Once
 }
 
 // CtxActor is the gin context key of the authenticated operator's name.
@@ -76,7 +78,7 @@ func (h *Handler) Mount(r *gin.Engine) {
 		return // NoRoute answers 404
 	}
 	h.Limiter()
-	api := r.Group("/admin/api", h.bearer)
+	api := r.Group("/admin/api", h.Client, h.bearer)
 	api.GET("/callbacks", h.apiList)
 	api.GET("/callbacks/:id", h.apiGet)
 	api.POST("/callbacks/:id/replay", h.operator, h.apiReplay)
@@ -119,15 +121,6 @@ func (h *Handler) tooManyFailures(c *gin.Context) bool {
 	h.Log.WarnContext(c.Request.Context(), "admin: too many failed authentications", "remote", ClientAddr(c))
 	apiError(c, http.StatusTooManyRequests, "too many failed authentications, retry later")
 	return true
-}
-
-// ClientAddr is the TCP peer's address (X-Forwarded-For is not trusted).
-func ClientAddr(c *gin.Context) string {
-	host, _, err := net.SplitHostPort(c.Request.RemoteAddr)
-	if err != nil {
-		return c.Request.RemoteAddr
-	}
-	return host
 }
 
 func apiError(c *gin.Context, status int, reason string) {

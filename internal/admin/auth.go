@@ -205,9 +205,6 @@ type FailureLimiter struct {
 	mu  sync.Mutex
 	m   map[string]*list.Element // values are *trackedClient
 	lru *list.List               // front: seen most recently
-
-	flightMu sync.Mutex
-	inFlight map[string]int // Take's attempts not yet done, by client
 }
 
 // FailureMaxClientsDefault is FailureLimiter.MaxClients when unset.
@@ -260,37 +257,3 @@ func (f *FailureLimiter) Blocked(client string) (bool, time.Duration) {
 
 // Fail records a failed attempt by client.
 func (f *FailureLimiter) Fail(client string) { f.limiter(client).Allow() }
-
-// Take admits an attempt by client that may fail, counting it while it
-// is in flight, so that many at once cannot all slip under the limit:
-// false (with the wait) when client's failures and attempts in flight
-// use up its budget. done ends the attempt, recording a failure when
-// failed.
-func (f *FailureLimiter) Take(client string) (ok bool, wait time.Duration, done func(failed bool)) {
-	l := f.limiter(client)
-	f.flightMu.Lock()
-	defer f.flightMu.Unlock()
-	if f.inFlight == nil {
-		f.inFlight = map[string]int{}
-	}
-	if l.Tokens()-float64(f.inFlight[client]) < 1 {
-		if blocked, d := f.Blocked(client); blocked {
-			return false, d, nil
-		}
-		return false, f.Every, nil // the budget is in flight
-	}
-	f.inFlight[client]++
-	var once sync.Once
-	return true, 0, func(failed bool) {
-		once.Do(func() {
-			f.flightMu.Lock()
-			if f.inFlight[client]--; f.inFlight[client] <= 0 {
-				delete(f.inFlight, client)
-			}
-			f.flightMu.Unlock()
-			if failed {
-				f.Fail(client)
-			}
-		})
-	}
-}

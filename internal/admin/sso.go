@@ -93,6 +93,32 @@ type SSO struct {
 	lastErr  error
 	lastTry  time.Time
 	tryMutex sync.Mutex // one discovery at a time
+
+	spentMu sync.Mutex
+	spent   map[string]int64 // states of flows completed, until they expire
+}
+
+// spend marks flow f's state used and reports whether it was unused: a
+// flow cookie carries one callback to the provider, so a captured or
+// minted one cannot buy more than one call to its token endpoint.
+func (s *SSO) spend(f ssoFlow, now time.Time) bool {
+	s.spentMu.Lock()
+	defer s.spentMu.Unlock()
+	if s.spent == nil {
+		s.spent = map[string]int64{}
+	}
+	if len(s.spent) >= 4096 {
+		for st, exp := range s.spent {
+			if now.Unix() > exp {
+				delete(s.spent, st)
+			}
+		}
+	}
+	if _, used := s.spent[f.State]; used {
+		return false
+	}
+	s.spent[f.State] = f.Expires
+	return true
 }
 
 // ssoProvider is what discovery found.
@@ -344,8 +370,10 @@ func (e *NoRoleError) Error() string {
 }
 
 // errBadState is a callback that does not belong to a sign-in started here.
-var errBadState = &SSOError{Status: http.StatusBadRequest, Suspect: true,
-	Msg: "This sign-in does not match one started here (its state is missing, expired or altered). Start again from the login page."}
+// It is not counted against the address: it never reaches the provider,
+// and counting it would let anyone lock everyone behind one address out.
+var errBadState = &SSOError{Status: http.StatusBadRequest,
+	Msg: "This sign-in does not match one started here (its state is missing, expired, altered or already used). Start again from the login page."}
 
 // parseCallback reads the provider's redirect: the code and state, or the
 // error the provider reports. Exactly one non-empty code and state, of
@@ -400,7 +428,7 @@ func (s *SSO) Complete(ctx context.Context, q url.Values, flowCookie string) (Si
 		return SignIn{}, err
 	}
 	f, ok := s.decodeFlow(flowCookie, time.Now())
-	if !ok || !hmac.Equal([]byte(state), []byte(f.State)) {
+	if !ok || !hmac.Equal([]byte(state), []byte(f.State)) || !s.spend(f, time.Now()) {
 		return SignIn{}, errBadState
 	}
 	p, err := s.discover(ctx, false)

@@ -220,37 +220,30 @@ func TestDiscoveryAttemptsAreBounded(t *testing.T) {
 	require.Equal(t, int32(1), calls.Load())
 }
 
-// TestFailureLimiterTake: attempts in flight at once count (the eleventh
-// concurrent one is refused), attempts that end well give the count back,
-// failed ones keep it.
-func TestFailureLimiterTake(t *testing.T) {
-	f := &FailureLimiter{Every: time.Hour, Burst: 10}
-	var dones []func(bool)
-	for range 10 {
-		ok, _, done := f.Take("1.2.3.4")
-		require.True(t, ok)
-		dones = append(dones, done)
+// TestClientBehindTrustedProxies: behind a trusted proxy the client is
+// the rightmost forwarded address that is not a trusted proxy; from
+// anyone else X-Forwarded-For is ignored.
+func TestClientBehindTrustedProxies(t *testing.T) {
+	t.Parallel()
+	p, err := ParseProxies([]string{"10.0.0.0/8", " 192.0.2.7 "})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		remote    string
+		forwarded []string
+		want      string
+	}{
+		{"203.0.113.9:4000", []string{"198.51.100.1"}, "203.0.113.9"},                   // not a proxy: the peer
+		{"10.1.2.3:4000", nil, "10.1.2.3"},                                              // a proxy that forwarded nothing
+		{"10.1.2.3:4000", []string{"198.51.100.1"}, "198.51.100.1"},                     // one proxy
+		{"10.1.2.3:4000", []string{"6.6.6.6, 198.51.100.1, 192.0.2.7"}, "198.51.100.1"}, // two proxies; the client wrote 6.6.6.6
+		{"10.1.2.3:4000", []string{"6.6.6.6", "198.51.100.1"}, "198.51.100.1"},          // the header twice
+		{"10.1.2.3:4000", []string{"garbage, 198.51.100.1"}, "198.51.100.1"},
+		{"10.1.2.3:4000", []string{"198.51.100.1, garbage"}, "10.1.2.3"}, // our proxy wrote no garbage: stop
+		{"[::ffff:10.1.2.3]:4000", []string{"198.51.100.1"}, "198.51.100.1"},
+	} {
+		require.Equal(t, tc.want, p.clientOf(tc.remote, tc.forwarded), "%s %q", tc.remote, tc.forwarded)
 	}
-	ok, wait, _ := f.Take("1.2.3.4")
-	require.False(t, ok, "ten in flight: the eleventh waits")
-	require.Positive(t, wait)
-	ok, _, done := f.Take("5.6.7.8")
-	require.True(t, ok, "another address has its own budget")
-	done(false)
-	for _, done := range dones[1:] {
-		done(false)
-	}
-	dones[0](true)
-	for range 9 {
-		ok, _, done := f.Take("1.2.3.4")
-		require.True(t, ok, "attempts that ended well gave the count back")
-		done(false)
-	}
-	for range 9 {
-		ok, _, done := f.Take("1.2.3.4")
-		require.True(t, ok)
-		done(true)
-	}
-	ok, _, _ = f.Take("1.2.3.4")
-	require.False(t, ok, "ten failures: blocked")
+	require.Equal(t, "10.1.2.3", Proxies(nil).clientOf("10.1.2.3:1", []string{"198.51.100.1"}), "no trusted proxies: the peer")
+	_, err = ParseProxies([]string{"10.0.0.0/33"})
+	require.ErrorContains(t, err, `trusted_proxies[0]: "10.0.0.0/33"`)
 }

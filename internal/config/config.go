@@ -121,6 +121,13 @@ type Admin struct {
 	// accept Secure cookies from http://localhost, so only a plain-HTTP
 	// deployment on another host needs false.
 	SecureCookie bool `yaml:"secure_cookie"`
+	// TrustedProxies are the addresses (IPs or CIDR prefixes) of the
+	// proxies in front of the operator surface: a request whose TCP peer
+	// is one of them names its client by X-Forwarded-For (the rightmost
+	// address that is not a trusted proxy), so that the failed-login
+	// limiters count each person apart rather than the proxy for all.
+	// Empty: the TCP peer, X-Forwarded-For ignored.
+	TrustedProxies []string `yaml:"trusted_proxies"`
 	// Replay bounds bulk replays (replay_cap, replay_rate).
 	Replay replay.Config `yaml:",inline"`
 	// OIDC signs operators in with the company's single sign-on.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"callgate/internal/admin"
 	"callgate/internal/source"
 	"errors"
 	"fmt"
@@ -42,6 +43,9 @@ func (c Config) Validate(kinds []string) error {
 	section("mysql", c.MySQL.Validate())
 	section("amqp", c.AMQP.Validate())
 	section("admin", c.Admin.Replay.Validate())
+	if _, err := admin.ParseProxies(c.Admin.TrustedProxies); err != nil {
+		section("admin", err)
+	}
 	section("admin.oidc", c.Admin.OIDC.validate())
 	section("log", c.Log.Validate())
 	section("worker", c.Worker.Validate(kinds))

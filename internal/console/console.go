@@ -57,7 +57,7 @@ func (h *Console) Mount(r *gin.Engine) {
 	if !h.Enabled() {
 		return
 	}
-	pub := r.Group("/admin", pageHeaders)
+	pub := r.Group("/admin", h.Client, pageHeaders)
 	pub.GET("/static/:file", serveStatic)
 	pub.GET("/login", h.loginForm)
 	pub.POST("/login", h.login)
@@ -66,7 +66,7 @@ func (h *Console) Mount(r *gin.Engine) {
 		pub.GET(strings.TrimPrefix(admin.SSOCallbackPath, "/admin"), noStore, h.ssoCallback)
 	}
 
-	g := r.Group("/admin", pageHeaders, noStore, h.session, h.csrf)
+	g := r.Group("/admin", h.Client, pageHeaders, noStore, h.session, h.csrf)
 	g.POST("/logout", h.logout)
 	g.GET("/", h.dashboard)
 	g.GET("/callbacks", h.callbacksPage)

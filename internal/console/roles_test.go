@@ -261,9 +261,11 @@ func TestSSOOnlyRefusesTheTokenForm(t *testing.T) {
 }
 
 // TestSSOSignInLimiter: bad tokens from an address (behind a proxy,
-// everybody's) do not lock single sign-on out, while forged redirects
-// (an altered state) from one address are answered 429 after ten, before
-// any call to the provider, a good sign-in included.
+// everybody's) do not lock single sign-on out, nor do forged redirects
+// without a valid flow cookie's state (they never reach the provider).
+// Sign-ins whose flow cookie held but whose code the provider refused
+// count: after ten, the address starts no new sign-in for a while (429),
+// yet a sign-in already started is never refused.
 func TestSSOSignInLimiter(t *testing.T) {
 	t.Parallel()
 	prov := testenv.StartOIDCProvider(t)
@@ -278,14 +280,15 @@ func TestSSOSignInLimiter(t *testing.T) {
 	e := &pageEnv{cfg: cfg, st: testenv.Store(t, cfg)}
 	e.gw = testenv.StartGatewayOn(t, cfg, ln, "http")
 	e.gw.WaitReady(t)
-	// signIn runs the flow with a plain client: start (the flow cookie),
-	// the provider's sign-in page and redirect, then the callback, whose
-	// state is altered when tamper. It returns the callback's answer.
-	signIn := func(tamper bool) *http.Response {
+	// start begins a sign-in with a plain client: the answer, and the
+	// flow cookie and the provider's redirect back when it began.
+	start := func() (*http.Response, *http.Cookie, *url.URL) {
 		t.Helper()
 		prov.Next(t, testenv.OIDCUser{Subject: "u-1", Email: "o@example.com", Groups: []string{operatorsGroup}})
 		resp, _ := e.get(t, "/admin/login/oidc", nil)
-		require.Equal(t, http.StatusFound, resp.StatusCode)
+		if resp.StatusCode != http.StatusFound {
+			return resp, nil, nil
+		}
 		var flow *http.Cookie
 		for _, c := range resp.Cookies() {
 			if c.Name == "callgate_oidc" {
@@ -299,15 +302,28 @@ func TestSSOSignInLimiter(t *testing.T) {
 		require.Equal(t, http.StatusFound, authz.StatusCode)
 		back, err := url.Parse(authz.Header.Get("Location"))
 		require.NoError(t, err)
-		if tamper {
-			q := back.Query()
-			q.Set("state", "altered-"+q.Get("state"))
-			back.RawQuery = q.Encode()
+		return resp, flow, back
+	}
+	// finish sends the provider's redirect back, its state or code
+	// altered by spoil.
+	finish := func(flow *http.Cookie, back *url.URL, spoil func(url.Values)) *http.Response {
+		t.Helper()
+		u := *back
+		q := u.Query()
+		if spoil != nil {
+			spoil(q)
 		}
-		req, err := http.NewRequest(http.MethodGet, back.String(), nil)
+		u.RawQuery = q.Encode()
+		req, err := http.NewRequest(http.MethodGet, u.String(), nil)
 		require.NoError(t, err)
 		cb, _ := e.do(t, req, flow)
 		return cb
+	}
+	signIn := func(spoil func(url.Values)) *http.Response {
+		t.Helper()
+		resp, flow, back := start()
+		require.Equal(t, http.StatusFound, resp.StatusCode)
+		return finish(flow, back, spoil)
 	}
 	for range 11 {
 		resp, _ := e.post(t, "/admin/login", url.Values{"token": {"wrong-token-000000"}}, nil)
@@ -315,14 +331,33 @@ func TestSSOSignInLimiter(t *testing.T) {
 	}
 	resp, _ := e.post(t, "/admin/login", url.Values{"token": {"wrong-token-000000"}}, nil)
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "bad tokens are limited")
-	ok := signIn(false)
+	ok := signIn(nil)
 	require.Equal(t, http.StatusOK, ok.StatusCode, "single sign-on is not locked out by them")
 	require.NotNil(t, sessionCookieOf(t, ok))
 
-	for range 10 {
-		require.Equal(t, http.StatusBadRequest, signIn(true).StatusCode)
+	alterState := func(q url.Values) { q.Set("state", "altered-"+q.Get("state")) }
+	for range 20 {
+		require.Equal(t, http.StatusBadRequest, signIn(alterState).StatusCode)
 	}
-	blocked := signIn(false)
-	require.Equal(t, http.StatusTooManyRequests, blocked.StatusCode, "ten forged redirects: the next waits")
+	ok = signIn(nil)
+	require.Equal(t, http.StatusOK, ok.StatusCode, "altered states spend nothing of the address's budget")
+
+	// A flow cookie carries one callback: used again, it is refused
+	// before the provider is asked.
+	_, flow, back := start()
+	require.Equal(t, http.StatusOK, finish(flow, back, nil).StatusCode)
+	require.Equal(t, http.StatusBadRequest, finish(flow, back, nil).StatusCode, "a flow cookie used twice")
+
+	// A sign-in started before the address ran out of budget.
+	_, pendingFlow, pendingBack := start()
+	badCode := func(q url.Values) { q.Set("code", "forged-"+q.Get("code")) }
+	for range 10 {
+		require.Equal(t, http.StatusBadGateway, signIn(badCode).StatusCode)
+	}
+	blocked, _, _ := start()
+	require.Equal(t, http.StatusTooManyRequests, blocked.StatusCode, "ten refused codes: no new sign-in for a while")
 	require.NotEmpty(t, blocked.Header.Get("Retry-After"))
+	done := finish(pendingFlow, pendingBack, nil)
+	require.Equal(t, http.StatusOK, done.StatusCode, "a callback with a valid flow cookie is never refused")
+	require.NotNil(t, sessionCookieOf(t, done))
 }

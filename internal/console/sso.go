@@ -17,6 +17,18 @@ import (
 // on the server; an unreachable provider is an error on the login page.
 func (h *Console) ssoBegin(c *gin.Context) {
 	next := safeNext(c.Query("next"))
+	// The failures counted are those of sign-ins whose flow cookie held
+	// (each then cost a call to the provider); past the budget, an
+	// address starts no more sign-ins for a while. A callback is never
+	// refused: a person who started one finishes it.
+	if blocked, wait := h.SSOLimiter().Blocked(admin.ClientAddr(c)); blocked {
+		secs := max(1, int(wait.Seconds()+0.5))
+		c.Header("Retry-After", strconv.Itoa(secs))
+		h.Log.WarnContext(c.Request.Context(), "admin: too many failed single sign-ons", "remote", admin.ClientAddr(c))
+		h.render(c, http.StatusTooManyRequests, "login", &view{Title: "Log in",
+			Error: fmt.Sprintf("Too many failed sign-ins from your address. Try again in %d seconds.", secs), Page: h.loginView(next)})
+		return
+	}
 	authURL, flow, err := h.SSO.Begin(c.Request.Context(), next)
 	if err != nil {
 		h.Log.WarnContext(c.Request.Context(), "admin: single sign-on could not start", "error", err, "remote", admin.ClientAddr(c))
@@ -43,24 +55,16 @@ func (h *Console) ssoCallback(c *gin.Context) {
 		flow = ck.Value
 	}
 	h.setFlowCookie(c, "", -1) // one use, whatever happens
-	// A flow cookie costs nothing to get, so each forged callback could
-	// cost a call to the provider's token endpoint: each callback counts
-	// against its address's budget while in flight (so that many at once
-	// count), and stays counted if it failed the way a forged one does.
-	// The budget is single sign-on's own: bad tokens from the same
-	// address (behind a proxy, everybody's) do not lock people out of it.
-	addr := admin.ClientAddr(c)
-	ok, wait, done := h.SSOLimiter().Take(addr)
-	if !ok {
-		secs := max(1, int(wait.Seconds()+0.5))
-		c.Header("Retry-After", strconv.Itoa(secs))
-		h.Log.WarnContext(ctx, "admin: too many failed single sign-ons", "remote", addr)
-		h.render(c, http.StatusTooManyRequests, "login", &view{Title: "Log in",
-			Error: fmt.Sprintf("Too many failed sign-ins from your address. Try again in %d seconds.", secs), Page: h.loginView("/admin/")})
-		return
-	}
+	// Only a callback whose flow cookie held reaches the provider (one
+	// call per cookie); it is never refused, and counts against its
+	// address's budget (single sign-on's own: bad tokens do not spend it)
+	// only when it failed the way a forged code does. One without a valid
+	// flow cookie costs an HMAC and counts for nothing, so that nobody can
+	// lock out everyone behind one address (a proxy's).
 	in, err := h.SSO.Complete(ctx, c.Request.URL.Query(), flow)
-	done(admin.SuspectSignIn(err))
+	if admin.SuspectSignIn(err) {
+		h.SSOLimiter().Fail(admin.ClientAddr(c))
+	}
 	var noRole *admin.NoRoleError
 	var failed *admin.SSOError
 	switch {

@@ -31,7 +31,8 @@ const (
 // logout ends the provider's session too; a user in no group gets the 403
 // page naming the claim; a wrong audience, an expired ID token, another
 // sign-in's nonce, an altered state and a token endpoint answering
-// nonsense are each refused with a reason and open no session.
+// nonsense are each refused with a reason and open no session; forged
+// callbacks from the same address do not lock the operators out.
 func TestSSOInBrowser(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Skipf("\n\n*** SKIPPING THE SINGLE SIGN-ON BROWSER TEST: %s not found (%v).\n"+
@@ -171,6 +172,21 @@ func TestSSOInBrowser(t *testing.T) {
 		require.Contains(t, e.text(t, ".error"), tc.want, tc.name)
 		notSignedIn()
 	}
+
+	// Anyone can send forged callbacks from the operators' address (behind
+	// a proxy, everybody's): without a flow cookie they never reach the
+	// provider, are each a 400, and spend nothing of the address's
+	// budget, so a real operator's sign-in from that address still works.
+	for i := range 30 {
+		resp, err := testenv.NoFollow.Get(fmt.Sprintf("%s/admin/oidc/callback?code=x%d&state=y", base, i))
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "forged callback %d", i)
+	}
+	signIn(testenv.OIDCUser{Subject: "u-operator", Email: "otto@example.com", Groups: []string{operatorsGroup}})
+	require.Equal(t, base+"/admin/", e.location(t), "signed in after the forged callbacks")
+	require.Equal(t, "operator", e.text(t, "#role"))
+	logout()
 	e.noCSPViolations(t)
 }
 

@@ -59,6 +59,10 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 	if tokens.Enabled() {
 		log.Info("gateway: admin tokens", "tokens", tokens.Summary())
 	}
+	proxies, err := admin.ParseProxies(cfg.Admin.TrustedProxies)
+	if err != nil {
+		return fmt.Errorf("admin.%w", err)
+	}
 	if len(disabled) > 0 {
 		names, reasons := make([]string, len(disabled)), make([]string, len(disabled))
 		for i, d := range disabled {
@@ -157,9 +161,10 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 		Ready: ready,
 	}
 	gcfg.Admin = &admin.Handler{
-		Tokens: tokens,
-		Log:    log,
-		Secure: cfg.HTTP.TLSCertFile != "" || cfg.Admin.SecureCookie,
+		Tokens:  tokens,
+		Proxies: proxies,
+		Log:     log,
+		Secure:  cfg.HTTP.TLSCertFile != "" || cfg.Admin.SecureCookie,
 		Service: &admin.Service{
 			Store:    st,
 			Masks:    masks(cfg.Sources),

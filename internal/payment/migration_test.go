@@ -64,6 +64,7 @@ func TestMigration015RecordsPaidOrdersAndRollsBackSafely(t *testing.T) {
 	var got []row
 	rows, err := db.Query(`SELECT order_code, payment_no, source, status, paying, amount, currency FROM payments ORDER BY order_code`)
 	require.NoError(t, err)
+	defer rows.Close()
 	for rows.Next() {
 		var r row
 		require.NoError(t, rows.Scan(&r.Order, &r.PaymentNo, &r.Source, &r.Status, &r.Paying, &r.Amount, &r.Currency))
@@ -82,8 +83,10 @@ func TestMigration015RecordsPaidOrdersAndRollsBackSafely(t *testing.T) {
 	require.NoError(t, err)
 	migrateTo(t, dsn, 14)
 	status := map[string]string{}
-	rows, err = db.Query(`SELECT order_code, payment_status FROM orders`)
+	statuses, err := db.Query(`SELECT order_code, payment_status FROM orders`)
 	require.NoError(t, err)
+	defer statuses.Close()
+	rows = statuses
 	for rows.Next() {
 		var code, s string
 		require.NoError(t, rows.Scan(&code, &s))
