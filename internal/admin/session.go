@@ -164,7 +164,16 @@ func (h *Handler) CheckSession(ctx context.Context, cookie string) (*Session, er
 	if err != nil {
 		return nil, err
 	}
-	if !time.Now().UTC().Before(row.ExpiresAt) {
+	// A session ends at the lesser of its stored expiry and its start plus
+	// the lifetime configured now: lowering admin.oidc.max_session
+	// shortens the sessions already open.
+	end := row.ExpiresAt
+	if row.Kind == KindSSO && h.SSO != nil {
+		if cut := row.CreatedAt.Add(h.SSO.MaxSession()); cut.Before(end) {
+			end = cut
+		}
+	}
+	if !time.Now().UTC().Before(end) {
 		// Expired is logged out; the row goes now rather than at the next
 		// login's purge.
 		if err := h.EndSession(ctx, id); err != nil {

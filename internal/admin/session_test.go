@@ -71,11 +71,11 @@ func (e *sessionEnv) login(t *testing.T) *http.Cookie {
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Equal(t, "/admin/", resp.Header.Get("Location"))
 	for _, c := range resp.Cookies() {
-		if c.Name == "callgate_admin" {
+		if c.Name == "__Host-callgate_admin" || c.Name == "callgate_admin" {
 			return c
 		}
 	}
-	require.FailNow(t, "login set no callgate_admin cookie")
+	require.FailNow(t, "login set no session cookie")
 	return nil
 }
 
@@ -125,7 +125,7 @@ func TestSessionCookieIsOpaqueAndStoredHashed(t *testing.T) {
 	require.True(t, ck.Secure, "Secure by default, also over plain HTTP")
 	require.True(t, ck.HttpOnly)
 	require.Equal(t, http.SameSiteStrictMode, ck.SameSite)
-	require.Equal(t, "/admin", ck.Path)
+	require.Equal(t, "/", ck.Path, "a __Host- cookie has Path=/")
 	require.Equal(t, int((8 * time.Hour).Seconds()), ck.MaxAge)
 
 	var idHash, tokenMAC []byte
@@ -144,9 +144,20 @@ func TestSessionCookieIsOpaqueAndStoredHashed(t *testing.T) {
 	require.Zero(t, rawInTable, "neither the cookie value nor the token is stored")
 
 	e.dashboard(t, ck) // and the cookie works
+	// The same session id under the name it had before the prefix (a
+	// cookie anyone on a sibling host could have set) opens nothing:
+	// the upgrade ends the sessions opened under the old name.
+	resp, _ := e.request(t, http.MethodGet, "/admin/audit", nil, &http.Cookie{Name: "callgate_admin", Value: ck.Value})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the unprefixed name is not read")
+
+	require.Equal(t, "__Host-callgate_admin", ck.Name, "Secure: the __Host- prefix, so no sibling host can plant it")
 
 	plain := setupSessions(t, func(c *config.Config) { c.Admin.SecureCookie = false })
-	require.False(t, plain.login(t).Secure, "admin.secure_cookie: false still works")
+	pc := plain.login(t)
+	require.False(t, pc.Secure, "admin.secure_cookie: false still works")
+	require.Equal(t, "callgate_admin", pc.Name, "plain HTTP cannot use the prefix")
+	require.Equal(t, "/admin", pc.Path)
+	plain.dashboard(t, pc)
 }
 
 // TestLogoutEndsCopiedSession: logging out deletes the session on the

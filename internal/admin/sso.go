@@ -369,6 +369,23 @@ func (e *NoRoleError) Error() string {
 	return fmt.Sprintf("%s has no role: claim %q held %q", e.Actor, e.Claim, e.Values)
 }
 
+// providerErrorSentence is what the login page says for an error code of
+// the provider's redirect (RFC 6749 4.1.2.1, OpenID Connect Core 3.1.2.6).
+func providerErrorSentence(code string) string {
+	switch code {
+	case "access_denied":
+		return "The sign-in was cancelled or refused at the identity provider."
+	case "login_required", "interaction_required", "consent_required", "account_selection_required":
+		return "The identity provider needs you to sign in there first; start again from the login page."
+	case "temporarily_unavailable", "server_error":
+		return "The identity provider could not complete the sign-in now; try again shortly."
+	case "invalid_request", "unauthorized_client", "unsupported_response_type", "invalid_scope", "request_not_supported",
+		"request_uri_not_supported", "registration_not_supported", "invalid_request_uri", "invalid_request_object":
+		return "The identity provider refused callgate's sign-in request; an administrator should check the client's settings there (the log says more)."
+	}
+	return "The identity provider refused the sign-in; start again from the login page (the log says more)."
+}
+
 // errBadState is a callback that does not belong to a sign-in started here.
 // It is not counted against the address: it never reaches the provider,
 // and counting it would let anyone lock everyone behind one address out.
@@ -377,23 +394,28 @@ var errBadState = &SSOError{Status: http.StatusBadRequest,
 
 // parseCallback reads the provider's redirect: the code and state, or the
 // error the provider reports. Exactly one non-empty code and state, of
-// bounded length, are accepted.
+// bounded length, are accepted. None of these failures counts against the
+// address: they come before the flow cookie is checked, and anyone can
+// send them.
 func parseCallback(q url.Values) (code, state string, err error) {
 	if e := q.Get("error"); e != "" || q.Has("error") {
-		msg := "The identity provider refused the sign-in: " + clip(e, 100)
+		// The page shows a fixed sentence per error code: the provider's
+		// error_description is free text that anyone can put in a link
+		// ("re-authenticate at https://..."), so it goes to the log only.
+		cause := fmt.Errorf("provider error %q", clip(e, 100))
 		if d := q.Get("error_description"); d != "" {
-			msg += " (" + clip(d, 300) + ")"
+			cause = fmt.Errorf("%w: %s", cause, clip(d, 300))
 		}
-		return "", "", &SSOError{Status: http.StatusUnauthorized, Msg: msg}
+		return "", "", &SSOError{Status: http.StatusUnauthorized, Msg: providerErrorSentence(e), Err: cause}
 	}
 	codes, states := q["code"], q["state"]
 	if len(codes) != 1 || len(states) != 1 {
-		return "", "", &SSOError{Status: http.StatusBadRequest, Suspect: true,
+		return "", "", &SSOError{Status: http.StatusBadRequest,
 			Msg: "The identity provider's redirect must carry one code and one state; start again from the login page."}
 	}
 	code, state = codes[0], states[0]
 	if code == "" || state == "" || len(code) > maxCallbackParam || len(state) > maxCallbackParam {
-		return "", "", &SSOError{Status: http.StatusBadRequest, Suspect: true,
+		return "", "", &SSOError{Status: http.StatusBadRequest,
 			Msg: "The identity provider's redirect carried an empty or oversized code or state; start again from the login page."}
 	}
 	return code, state, nil
@@ -473,24 +495,20 @@ func (s *SSO) Complete(ctx context.Context, q url.Values, flowCookie string) (Si
 
 // identify makes the identity and role of an ID token's claims.
 func (s *SSO) identify(subject string, claims map[string]any) (Identity, error) {
-	if subject == "" || len(subject) > maxActor {
+	if subject == "" || len("sso:"+subject) > maxActor {
 		return Identity{}, &SSOError{Status: http.StatusBadGateway,
 			Msg: "The identity provider's ID token names no subject (sub), or one too long; no session was opened."}
 	}
 	str := func(k string) string { v, _ := claims[k].(string); return clip(v, maxActor) }
 	who := Identity{Kind: KindSSO, Subject: subject, Email: str("email"), Name: str("name")}
 	verified := emailVerified(claims)
-	// A verified address names the person; anything else the person
-	// may choose is marked, so that it cannot pass for a token's name.
-	switch {
-	case who.Email != "" && verified:
+	// A verified address names the person; without one, the issuer's
+	// subject, which is theirs alone (two people may share a name or a
+	// user name they chose), marked so that it cannot pass for a token's
+	// name. The session keeps the name and e-mail for the page.
+	who.Actor = "sso:" + subject
+	if who.Email != "" && verified {
 		who.Actor = who.Email
-	case str("preferred_username") != "":
-		who.Actor = clip("sso:"+str("preferred_username"), maxActor)
-	case who.Name != "":
-		who.Actor = clip("sso:"+who.Name, maxActor)
-	default:
-		who.Actor = clip("sso:"+subject, maxActor)
 	}
 	values := claimValues(claims, s.cfg.RolesClaim)
 	if s.cfg.RolesClaim == "email" && !verified {

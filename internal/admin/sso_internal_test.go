@@ -125,22 +125,29 @@ func TestIdentifyRoles(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Identity{Kind: KindSSO, Actor: "a@example.com", Role: RoleOperator, Subject: "sub-1", Email: "a@example.com"}, who)
 	// An address the provider did not verify does not name anyone in the
-	// audit: the user name, the name or the subject does.
-	for actor, claims := range map[string]map[string]any{
-		"a@example.com":   {"email": "a@example.com", "email_verified": "true"},
-		"sso:sub-1":       {"email": "a@example.com", "email_verified": "false"},
-		"sso:ann":         {"email": "a@example.com", "preferred_username": "ann"},
-		"sso:Ann Example": {"email": "a@example.com", "email_verified": false, "name": "Ann Example"},
+	// audit, nor does a name or user name the person chose (two people
+	// may share one): the issuer's subject does.
+	for _, claims := range []map[string]any{
+		{"email": "a@example.com", "email_verified": "false"},
+		{"email": "a@example.com", "preferred_username": "ann"},
+		{"email": "a@example.com", "email_verified": false, "name": "Ann Example"},
+		{"name": "Bob Smith"},
 	} {
 		claims["groups"] = []any{"ops"}
 		who, err := s.identify("sub-1", claims)
 		require.NoError(t, err)
-		require.Equal(t, actor, who.Actor, "%v", claims)
+		require.Equal(t, "sso:sub-1", who.Actor, "%v", claims)
 	}
+	bob1, err := s.identify("sub-bob-1", map[string]any{"name": "Bob Smith", "groups": []any{"ops"}})
+	require.NoError(t, err)
+	bob2, err := s.identify("sub-bob-2", map[string]any{"name": "Bob Smith", "groups": []any{"ops"}})
+	require.NoError(t, err)
+	require.NotEqual(t, bob1.Actor, bob2.Actor, "two people named Bob Smith are two actors")
+	require.Equal(t, "Bob Smith", bob1.Name, "the name stays for the page")
 	who, err = s.identify("sub-2", map[string]any{"preferred_username": "bee", "groups": "staff"})
 	require.NoError(t, err)
 	require.Equal(t, RoleViewer, who.Role)
-	require.Equal(t, "sso:bee", who.Actor, "a name the person chooses is marked: it cannot pass for a token's")
+	require.Equal(t, "sso:sub-2", who.Actor, "marked: it cannot pass for a token's name")
 	who, err = s.identify("sub-3", map[string]any{"groups": []any{"sales", 7}})
 	var noRole *NoRoleError
 	require.ErrorAs(t, err, &noRole)
@@ -171,15 +178,32 @@ func TestIdentifyRoles(t *testing.T) {
 	require.Equal(t, RoleViewer, who.Role)
 }
 
-// TestParseCallbackProviderError: the provider's error is shown with its
-// description, clipped.
+// TestParseCallbackProviderError: the page says a fixed sentence per
+// error code, never the provider's error_description, which anyone can
+// put in a link; the description goes to the log (the error's cause),
+// clipped.
 func TestParseCallbackProviderError(t *testing.T) {
-	_, _, err := parseCallback(url.Values{"error": {"access_denied"}, "error_description": {strings.Repeat("é", 400)}, "state": {"s"}})
+	const phish = "Your session expired: re-authenticate at https://evil.example/login"
+	for code, want := range map[string]string{
+		"access_denied":                           "The sign-in was cancelled or refused at the identity provider.",
+		"login_required":                          "The identity provider needs you to sign in there first; start again from the login page.",
+		"temporarily_unavailable":                 "The identity provider could not complete the sign-in now; try again shortly.",
+		"invalid_scope":                           "The identity provider refused callgate's sign-in request; an administrator should check the client's settings there (the log says more).",
+		"re-authenticate at https://evil.example": "The identity provider refused the sign-in; start again from the login page (the log says more).",
+	} {
+		_, _, err := parseCallback(url.Values{"error": {code}, "error_description": {phish}, "state": {"s"}})
+		var se *SSOError
+		require.ErrorAs(t, err, &se)
+		require.Equal(t, http.StatusUnauthorized, se.Status)
+		require.Equal(t, want, se.Msg, code)
+		require.NotContains(t, se.Msg, "evil.example")
+		require.ErrorContains(t, se.Err, phish, "the description is logged")
+		require.False(t, se.Suspect)
+	}
+	_, _, err := parseCallback(url.Values{"error": {"access_denied"}, "error_description": {strings.Repeat("é", 400)}})
 	var se *SSOError
 	require.ErrorAs(t, err, &se)
-	require.Equal(t, http.StatusUnauthorized, se.Status)
-	require.Contains(t, se.Msg, "refused the sign-in: access_denied (")
-	require.LessOrEqual(t, len(se.Msg), 600)
+	require.LessOrEqual(t, len(se.Err.Error()), 800)
 }
 
 // TestIdentifyNeedsASubject: an ID token without sub opens no session

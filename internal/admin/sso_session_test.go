@@ -3,6 +3,7 @@ package admin_test
 import (
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -66,4 +67,44 @@ func TestSSOSessionBinding(t *testing.T) {
 
 	_, err = h.StartSession(t.Context(), admin.Identity{Kind: admin.KindSSO, Actor: "x", Role: admin.RoleOperator}, "")
 	require.Error(t, err, "no subject, no session")
+}
+
+// TestLoweringMaxSessionShortensOpenSessions: a single sign-on session
+// ends at the lesser of its stored expiry and its start plus the
+// max_session configured now; raising max_session does not lengthen it.
+func TestLoweringMaxSessionShortensOpenSessions(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t)
+	st := testenv.Store(t, cfg)
+	log := slog.New(slog.DiscardHandler)
+	base := admin.SSOConfig{Issuer: "https://idp.example.com", ClientID: "callgate", ClientSecret: "client-secret-0123456789",
+		RedirectURL: "https://cg.example.com/admin/oidc/callback", Operators: []string{"sre"}, MaxSession: 8 * time.Hour}
+	handler := func(max time.Duration) *admin.Handler {
+		c := base
+		c.MaxSession = max
+		return &admin.Handler{Log: log, Service: &admin.Service{Store: st.Store, Log: log}, SSO: admin.NewSSO(c, log)}
+	}
+	id, err := handler(8*time.Hour).StartSession(t.Context(),
+		admin.Identity{Kind: admin.KindSSO, Actor: "o@example.com", Role: admin.RoleOperator, Subject: "sub-1"}, "")
+	require.NoError(t, err)
+	// Opened two hours ago, with eight to live.
+	_, err = st.SQL.Exec(`UPDATE admin_session SET created_at = UTC_TIMESTAMP(6) - INTERVAL 2 HOUR,
+		expires_at = UTC_TIMESTAMP(6) + INTERVAL 6 HOUR`)
+	require.NoError(t, err)
+	_, err = handler(3*time.Hour).CheckSession(t.Context(), id.String())
+	require.NoError(t, err, "max_session 3h: an hour left")
+	_, err = handler(24*time.Hour).CheckSession(t.Context(), id.String())
+	require.NoError(t, err)
+	_, err = st.SQL.Exec(`UPDATE admin_session SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND`)
+	require.NoError(t, err)
+	_, err = handler(24*time.Hour).CheckSession(t.Context(), id.String())
+	require.ErrorIs(t, err, admin.ErrNoSession, "a longer max_session does not lengthen the stored expiry")
+
+	id, err = handler(8*time.Hour).StartSession(t.Context(),
+		admin.Identity{Kind: admin.KindSSO, Actor: "o@example.com", Role: admin.RoleOperator, Subject: "sub-1"}, "")
+	require.NoError(t, err)
+	_, err = st.SQL.Exec(`UPDATE admin_session SET created_at = UTC_TIMESTAMP(6) - INTERVAL 2 HOUR`)
+	require.NoError(t, err)
+	_, err = handler(time.Hour).CheckSession(t.Context(), id.String())
+	require.ErrorIs(t, err, admin.ErrNoSession, "max_session lowered to 1h ends a session opened 2h ago")
 }

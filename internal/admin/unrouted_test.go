@@ -62,7 +62,7 @@ func (e *apiEnv) login(t *testing.T) *http.Cookie {
 	resp.Body.Close()
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	for _, c := range resp.Cookies() {
-		if c.Name == "callgate_admin" {
+		if c.Name == "__Host-callgate_admin" {
 			return c
 		}
 	}

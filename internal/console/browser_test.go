@@ -268,7 +268,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 	}
 	require.Equal(t, http.StatusTooManyRequests, last.StatusCode)
 	require.NotEmpty(t, last.Header.Get("Retry-After"))
-	resp, body = e.get(t, "/admin/", &http.Cookie{Name: "callgate_admin", Value: "guess-token-000001"})
+	resp, body = e.get(t, "/admin/", &http.Cookie{Name: "__Host-callgate_admin", Value: "guess-token-000001"})
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 	require.Contains(t, body, "Too many failed attempts")
 	// Only failures wait: the valid token still logs in from that address,
@@ -285,7 +285,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 func sessionCookieOf(t *testing.T, resp *http.Response) *http.Cookie {
 	t.Helper()
 	for _, c := range resp.Cookies() {
-		if c.Name == "callgate_admin" && c.Value != "" {
+		if c.Name == "__Host-callgate_admin" && c.Value != "" {
 			return c
 		}
 	}
@@ -358,10 +358,10 @@ func (e *pageEnv) checkHTTP(t *testing.T, xssID int64) (*http.Cookie, string) {
 	require.Contains(t, body, `name="token"`)
 
 	// A cookie that does not authenticate: to the login page, cleared.
-	resp, _ = get("/admin/", &http.Cookie{Name: "callgate_admin", Value: "stale-token-000000"})
+	resp, _ = get("/admin/", &http.Cookie{Name: "__Host-callgate_admin", Value: "stale-token-000000"})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Len(t, resp.Cookies(), 1)
-	require.Equal(t, "callgate_admin", resp.Cookies()[0].Name)
+	require.Equal(t, "__Host-callgate_admin", resp.Cookies()[0].Name)
 	require.Negative(t, resp.Cookies()[0].MaxAge, "the stale cookie is deleted")
 
 	resp, body = post("/admin/login", url.Values{"token": {"wrong-token-000000"}}, nil)
@@ -374,13 +374,13 @@ func (e *pageEnv) checkHTTP(t *testing.T, xssID int64) (*http.Cookie, string) {
 	require.Equal(t, "/admin/", resp.Header.Get("Location"))
 	var session *http.Cookie
 	for _, c := range resp.Cookies() {
-		if c.Name == "callgate_admin" {
+		if c.Name == "__Host-callgate_admin" {
 			session = c
 		}
 	}
 	require.NotNil(t, session)
 	require.NotContains(t, session.Value, browserSecret, "the cookie is a session id, not the token")
-	require.Equal(t, "/admin", session.Path)
+	require.Equal(t, "/", session.Path, "a __Host- cookie has Path=/")
 	require.True(t, session.HttpOnly)
 	require.Equal(t, http.SameSiteStrictMode, session.SameSite)
 	require.True(t, session.Secure, "admin.secure_cookie defaults to true, also over plain HTTP")

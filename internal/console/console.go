@@ -27,8 +27,14 @@ import (
 // CSRF field derived from that id.
 
 const (
-	// sessionCookie holds the session id (never the admin token).
+	// sessionCookie holds the session id (never the admin token); it is
+	// named with hostPrefix when Secure (cookieName).
 	sessionCookie = "callgate_admin"
+	// hostPrefix makes a browser take a cookie only from this host, over
+	// HTTPS (or localhost), with Path=/ and no Domain: a sibling subdomain
+	// or a plain-HTTP man in the middle cannot plant one (login CSRF,
+	// session fixation).
+	hostPrefix = "__Host-"
 	// csrfField is the hidden form field every POST carries.
 	csrfField = "csrf"
 	// ctxSession is the request's *admin.Session.
@@ -151,7 +157,7 @@ func (h *Console) session(c *gin.Context) {
 // requestSession is the live session of the request's cookie, or
 // admin.ErrNoSession.
 func (h *Console) requestSession(c *gin.Context) (*admin.Session, error) {
-	ck, err := c.Request.Cookie(sessionCookie)
+	ck, err := c.Request.Cookie(h.cookieName(c, sessionCookie))
 	if err != nil || ck.Value == "" {
 		return nil, admin.ErrNoSession
 	}
@@ -166,7 +172,7 @@ func currentSession(c *gin.Context) *admin.Session {
 }
 
 func (h *Console) hasSessionCookie(c *gin.Context) bool {
-	ck, err := c.Request.Cookie(sessionCookie)
+	ck, err := c.Request.Cookie(h.cookieName(c, sessionCookie))
 	return err == nil && ck.Value != ""
 }
 
@@ -322,7 +328,7 @@ func (h *Console) openSession(c *gin.Context, who admin.Identity, next, idToken 
 // endOldSession deletes the session a browser logging in again still
 // carries, so it does not live on beside the new one.
 func (h *Console) endOldSession(c *gin.Context) {
-	ck, err := c.Request.Cookie(sessionCookie)
+	ck, err := c.Request.Cookie(h.cookieName(c, sessionCookie))
 	if err != nil {
 		return
 	}
@@ -360,14 +366,38 @@ func (h *Console) logout(c *gin.Context) {
 
 func (h *Console) setSession(c *gin.Context, value string, maxAge int) {
 	http.SetCookie(c.Writer, &http.Cookie{
-		Name:     sessionCookie,
+		Name:     h.cookieName(c, sessionCookie),
 		Value:    value,
-		Path:     "/admin",
+		Path:     h.cookiePath(c, "/admin"),
 		MaxAge:   maxAge,
 		HttpOnly: true,
 		SameSite: http.SameSiteStrictMode,
-		Secure:   h.Secure || c.Request.TLS != nil,
+		Secure:   h.secure(c),
 	})
+}
+
+// secure reports whether the console's cookies are Secure: served over
+// TLS, or admin.secure_cookie (behind a TLS-terminating proxy).
+func (h *Console) secure(c *gin.Context) bool { return h.Secure || c.Request.TLS != nil }
+
+// cookieName is a console cookie's name: with the __Host- prefix when
+// Secure (a browser takes such a cookie only with Path=/ and no Domain,
+// from this host), else base (admin.secure_cookie false: plain HTTP, where
+// the prefix cannot be used).
+func (h *Console) cookieName(c *gin.Context, base string) string {
+	if h.secure(c) {
+		return hostPrefix + base
+	}
+	return base
+}
+
+// cookiePath is a console cookie's path: / for a __Host- cookie, which
+// must have it, else path.
+func (h *Console) cookiePath(c *gin.Context, path string) string {
+	if h.secure(c) {
+		return "/"
+	}
+	return path
 }
 
 // safeNext keeps a post-login target only when it is a page of this

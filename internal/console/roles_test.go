@@ -225,12 +225,13 @@ func TestSSOProviderUnreachableAtStart(t *testing.T) {
 	require.Equal(t, base+"/admin/oidc/callback", q.Get("redirect_uri"))
 	var flow *http.Cookie
 	for _, c := range resp.Cookies() {
-		if c.Name == "callgate_oidc" {
+		if c.Name == "__Host-callgate_oidc" {
 			flow = c
 		}
 	}
 	require.NotNil(t, flow)
-	require.Equal(t, "/admin/oidc", flow.Path)
+	require.Equal(t, "/", flow.Path, "a __Host- cookie has Path=/")
+	require.True(t, flow.Secure)
 	require.True(t, flow.HttpOnly)
 	require.Equal(t, http.SameSiteLaxMode, flow.SameSite)
 }
@@ -255,7 +256,7 @@ func TestSSOOnlyRefusesTheTokenForm(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	require.Contains(t, page, "admin.oidc.only")
 	for _, c := range resp.Cookies() {
-		require.NotEqual(t, "callgate_admin", c.Name, "no session")
+		require.NotEqual(t, "__Host-callgate_admin", c.Name, "no session")
 	}
 	require.Equal(t, http.StatusOK, e.api(t, http.MethodGet, "/admin/api/stats", operatorToken, "", nil))
 }
@@ -291,7 +292,7 @@ func TestSSOSignInLimiter(t *testing.T) {
 		}
 		var flow *http.Cookie
 		for _, c := range resp.Cookies() {
-			if c.Name == "callgate_oidc" {
+			if c.Name == "__Host-callgate_oidc" {
 				flow = c
 			}
 		}

@@ -51,7 +51,7 @@ func (h *Console) ssoBegin(c *gin.Context) {
 func (h *Console) ssoCallback(c *gin.Context) {
 	ctx := c.Request.Context()
 	flow := ""
-	if ck, err := c.Request.Cookie(admin.SSOFlowCookie); err == nil {
+	if ck, err := c.Request.Cookie(h.cookieName(c, admin.SSOFlowCookie)); err == nil {
 		flow = ck.Value
 	}
 	h.setFlowCookie(c, "", -1) // one use, whatever happens
@@ -88,13 +88,13 @@ func (h *Console) ssoCallback(c *gin.Context) {
 // cookie would not accompany.
 func (h *Console) setFlowCookie(c *gin.Context, value string, maxAge int) {
 	http.SetCookie(c.Writer, &http.Cookie{
-		Name:     admin.SSOFlowCookie,
+		Name:     h.cookieName(c, admin.SSOFlowCookie),
 		Value:    value,
-		Path:     admin.SSOFlowPath,
+		Path:     h.cookiePath(c, admin.SSOFlowPath),
 		MaxAge:   maxAge,
 		HttpOnly: true,
 		SameSite: http.SameSiteLaxMode,
-		Secure:   h.Secure || c.Request.TLS != nil,
+		Secure:   h.secure(c),
 	})
 }
 
