@@ -59,7 +59,7 @@ func NewRouter(cfg Config) *gin.Engine {
 	r := newEngine(cfg)
 	r.POST("/callbacks/:source", cfg.Intake.Callback)
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	r.GET("/readyz", readyz(cfg.Ready))
+	r.GET("/readyz", readyz(cfg.Ready, cfg.Log))
 	if cfg.Server.AdminAddr == "" {
 		mountOperator(r, cfg)
 	}
@@ -117,7 +117,13 @@ func recoverJSON(log *slog.Logger) gin.HandlerFunc {
 	})
 }
 
-func readyz(deps map[string]Pinger) gin.HandlerFunc {
+// readyz answers which dependency is down, never its error text (a
+// database user, a broker's address): that goes to the log, with the
+// request's trace id.
+func readyz(deps map[string]Pinger, log *slog.Logger) gin.HandlerFunc {
+	if log == nil {
+		log = slog.Default()
+	}
 	return func(c *gin.Context) {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
 		defer cancel()
@@ -126,7 +132,8 @@ func readyz(deps map[string]Pinger) gin.HandlerFunc {
 		for name, p := range deps {
 			if err := p.Ping(ctx); err != nil {
 				ok = false
-				body[name] = "unavailable: " + err.Error()
+				body[name] = "unavailable"
+				log.WarnContext(c.Request.Context(), "gateway: not ready", "dependency", name, "error", err)
 			} else {
 				body[name] = "ok"
 			}

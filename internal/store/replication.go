@@ -46,8 +46,24 @@ var ErrReplicationSettings = errors.New("not lossless semi-synchronous replicati
 // semiSync is one reading of the primary's semi-sync status.
 type semiSync struct {
 	on      bool  // Rpl_semi_sync_master_status
-	noTx    int64 // Rpl_semi_sync_master_no_tx
+	noTx    int64 // Rpl_semi_sync_master_no_tx: commits not acknowledged
+	yesTx   int64 // Rpl_semi_sync_master_yes_tx: commits acknowledged
+	noTimes int64 // Rpl_semi_sync_master_no_times: times semi-sync went off
 	clients int64 // Rpl_semi_sync_master_clients
+}
+
+// acknowledging reports whether a replica is there to acknowledge: the
+// status ON says nothing alone (switching rpl_semi_sync_master_enabled
+// on makes it ON at once, with no replica connected).
+func (r semiSync) acknowledging() bool { return r.on && r.clients >= 1 }
+
+// covers reports whether after, read once a write committed, shows that a
+// replica acknowledged it: a replica there before and after, no commit
+// unacknowledged and no switch-off in between (while
+// rpl_semi_sync_master_enabled is OFF, commits move no counter at all;
+// turning it off counts in no_times), and an acknowledged commit more.
+func (r semiSync) covers(after semiSync) bool {
+	return r.acknowledging() && after.acknowledging() && after.noTx == r.noTx && after.noTimes == r.noTimes && after.yesTx > r.yesTx
 }
 
 // semiSyncState is the last reading, for /readyz and the metrics.
@@ -61,6 +77,22 @@ type semiSyncState struct {
 // MySQL's names alike). SHOW cannot be a server-side prepared statement:
 // the query has no arguments, so it goes as text.
 func (s *Store) readSemiSync(ctx context.Context) (semiSync, error) {
+	r, err := s.querySemiSync(ctx)
+	if err != nil {
+		// Unknown is not acknowledging: the metric and /readyz say so
+		// rather than keep the last good reading.
+		s.semi.on.Store(false)
+		s.semi.known.Store(false)
+		return semiSync{}, err
+	}
+	s.semi.on.Store(r.acknowledging())
+	s.semi.clients.Store(r.clients)
+	s.semi.known.Store(true)
+	return r, nil
+}
+
+// querySemiSync is one SHOW of the semi-sync status.
+func (s *Store) querySemiSync(ctx context.Context) (semiSync, error) {
 	rows, err := s.sql.QueryContext(ctx, `SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_%'`)
 	if err != nil {
 		return semiSync{}, fmt.Errorf("error reading semi-sync status: %w", err)
@@ -80,6 +112,12 @@ func (s *Store) readSemiSync(ctx context.Context) (semiSync, error) {
 		case "rpl_semi_sync_master_no_tx":
 			r.noTx, _ = strconv.ParseInt(value, 10, 64)
 			seen++
+		case "rpl_semi_sync_master_yes_tx":
+			r.yesTx, _ = strconv.ParseInt(value, 10, 64)
+			seen++
+		case "rpl_semi_sync_master_no_times":
+			r.noTimes, _ = strconv.ParseInt(value, 10, 64)
+			seen++
 		case "rpl_semi_sync_master_clients":
 			r.clients, _ = strconv.ParseInt(value, 10, 64)
 		}
@@ -87,12 +125,9 @@ func (s *Store) readSemiSync(ctx context.Context) (semiSync, error) {
 	if err := rows.Err(); err != nil {
 		return semiSync{}, fmt.Errorf("error reading semi-sync status: %w", err)
 	}
-	if seen < 2 {
-		return semiSync{}, errors.New("the server reports no semi-synchronous replication status (Rpl_semi_sync_master_status)")
+	if seen < 4 {
+		return semiSync{}, errors.New("the server reports no semi-synchronous replication status (Rpl_semi_sync_master_status, _no_tx, _yes_tx, _no_times)")
 	}
-	s.semi.on.Store(r.on)
-	s.semi.clients.Store(r.clients)
-	s.semi.known.Store(true)
 	return r, nil
 }
 
@@ -128,15 +163,16 @@ func (s *Store) replicated(ctx context.Context, insert func() (wrote bool, err e
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNotReplicated, err)
 	}
-	if !before.on || !after.on || after.noTx != before.noTx {
+	if !before.covers(after) {
 		return ErrNotReplicated
 	}
 	return nil
 }
 
-// ReplicaAcknowledging reports, from the last reading, whether semi-sync
-// replication is on (a replica acknowledges commits) and how many replicas
-// are connected as semi-sync clients; known is false before any reading.
+// ReplicaAcknowledging reports, from the last reading, whether a replica
+// acknowledges commits (semi-sync on and at least one semi-sync replica
+// connected) and how many are connected; known is false before any
+// reading and after a failed one (on is then false).
 func (s *Store) ReplicaAcknowledging() (on bool, clients int64, known bool) {
 	return s.semi.on.Load(), s.semi.clients.Load(), s.semi.known.Load()
 }
@@ -152,8 +188,12 @@ func (s *Store) PingReplica(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !r.on {
-		return fmt.Errorf("no replica acknowledges commits (Rpl_semi_sync_master_status OFF, %d semi-sync replicas connected): callbacks are answered 503", r.clients)
+	if !r.acknowledging() {
+		status := "OFF"
+		if r.on {
+			status = "ON"
+		}
+		return fmt.Errorf("no replica acknowledges commits (Rpl_semi_sync_master_status %s, %d semi-sync replicas connected): callbacks are answered 503", status, r.clients)
 	}
 	return nil
 }

@@ -394,10 +394,7 @@ func (m *model) refund(o *modelOrder, e *event) (outcome, string, bool) {
 			return noEffect("refund %s already %s", no, r.Status), "", false
 		}
 		if c := currencyOf(e); c != o.Currency {
-			pay := e.paymentNo()
-			if pay == "" {
-				pay = o.PaymentNo
-			}
+			pay := payingOr(o, e)
 			return exception(o, pay, "currency_mismatch", e.Amount, c, fmt.Sprintf("refund in %s, order in %s", c, o.Currency)), "", false
 		}
 		if !paid(o) {
@@ -442,6 +439,15 @@ func (m *model) refund(o *modelOrder, e *event) (outcome, string, bool) {
 		return out, "", false
 	}
 	panic("refund status " + e.Status)
+}
+
+// payingOr is the payment an exception names: the event's, else the one
+// that paid the order.
+func payingOr(o *modelOrder, e *event) string {
+	if p := e.paymentNo(); p != "" {
+		return p
+	}
+	return o.PaymentNo
 }
 
 // uncount: "counted before: uncounted" of the refund failed row.
@@ -543,10 +549,7 @@ func (m *model) count(o *modelOrder, e *event, no string) outcome {
 		}
 	}
 	if excess > 0 {
-		pay := e.paymentNo()
-		if pay == "" {
-			pay = o.PaymentNo
-		}
+		pay := payingOr(o, e)
 		ex := exception(o, pay, "over_refund", excess, o.Currency, fmt.Sprintf("refund %s exceeds what remained by %s", no, minor(excess, o.Currency)))
 		out.Messages = append(out.Messages, ex.Messages...)
 		out.Note = ex.Note
@@ -585,10 +588,7 @@ func (m *model) dispute(o *modelOrder, e *event) (outcome, string, bool) {
 		}
 	}
 	if c := currencyOf(e); c != o.Currency {
-		pay := e.paymentNo()
-		if pay == "" {
-			pay = o.PaymentNo
-		}
+		pay := payingOr(o, e)
 		return exception(o, pay, "currency_mismatch", e.Amount, c, fmt.Sprintf("dispute in %s, order in %s", c, o.Currency)), "", false
 	}
 	if !paid(o) {
@@ -617,10 +617,7 @@ func (m *model) dispute(o *modelOrder, e *event) (outcome, string, bool) {
 			out.Messages = append(out.Messages, message("warehouse.cancel", map[string]any{"orderCode": o.Code}))
 		}
 		if excess := e.Amount - d.Counted; excess > 0 {
-			pay := e.paymentNo()
-			if pay == "" {
-				pay = o.PaymentNo
-			}
+			pay := payingOr(o, e)
 			ex := exception(o, pay, "over_refund", excess, o.Currency,
 				fmt.Sprintf("dispute %s lost for %s more than remained to refund", id, minor(excess, o.Currency)))
 			out.Messages = append(out.Messages, ex.Messages...)

@@ -26,6 +26,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -588,7 +589,7 @@ func TestHAReplicaStateIsVisible(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		ready, gauge = state()
-		return strings.Contains(ready, `"mysql_replica":"unavailable: no replica acknowledges commits`) && gauge == "0"
+		return strings.Contains(ready, `"mysql_replica":"unavailable"`) && gauge == "0"
 	}, 15*time.Second, 100*time.Millisecond, "readyz %s, gauge %s", ready, gauge)
 	require.Equal(t, "not acknowledging (with its reason)", card())
 
@@ -601,4 +602,83 @@ func TestHAReplicaStateIsVisible(t *testing.T) {
 		return strings.Contains(ready, `"mysql_replica":"ok"`) && gauge == "1"
 	}, 30*time.Second, 100*time.Millisecond, "readyz %s, gauge %s", ready, gauge)
 	require.Equal(t, "acknowledging", card())
+}
+
+// TestHASemiSyncToggledNeverAccepts: a failover hook or an "enforce
+// semi-sync" job switches rpl_semi_sync_master_enabled off and on while a
+// gateway with durability replica takes signed callbacks, and no replica
+// receives anything (IO threads stopped). Switching it on makes the
+// status ON at once, with no replica connected, and commits made while it
+// was off move no counter: every callback must be answered 503, none 200
+// (each 200 would be a row no replica holds). Then /readyz says the
+// replica is not ready while semi-sync is ON with 0 replicas connected.
+func TestHASemiSyncToggledNeverAccepts(t *testing.T) {
+	c := cluster(t)
+	c.original(t)
+	cfg := testenv.Config(t, func(c *config.Config) { c.MySQL.Durability = store.DurabilityReplica })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gateway.Run(ctx, cfg, testenv.Logger(t, cfg), ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	url := "http://" + ln.Addr().String()
+	testenv.WaitReadyURL(t, url)
+	primary := c.db(t, 1, "")
+	replicas := []*sql.DB{c.db(t, 2, ""), c.db(t, 3, "")}
+	t.Cleanup(func() {
+		_, _ = primary.Exec(`SET GLOBAL rpl_semi_sync_master_enabled = ON`)
+		for _, db := range replicas {
+			_, _ = db.Exec(`START SLAVE IO_THREAD`)
+		}
+	})
+	for _, db := range replicas {
+		_, err := db.Exec(`STOP SLAVE IO_THREAD`)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		var name, clients string
+		return primary.QueryRow(`SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_clients'`).Scan(&name, &clients) == nil && clients == "0"
+	}, 10*time.Second, 50*time.Millisecond, "the replicas disconnected")
+
+	toggling, stopToggle := context.WithCancel(context.Background())
+	toggled := make(chan int, 1)
+	go func() {
+		n := 0
+		for toggling.Err() == nil {
+			_, _ = primary.Exec(`SET GLOBAL rpl_semi_sync_master_enabled = OFF`)
+			time.Sleep(3 * time.Millisecond)
+			_, _ = primary.Exec(`SET GLOBAL rpl_semi_sync_master_enabled = ON`)
+			time.Sleep(3 * time.Millisecond)
+			n++
+		}
+		toggled <- n
+	}()
+	const n = 60
+	answers := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			id := fmt.Sprintf("toggle-%d", i)
+			body := testenv.PaymentBody("ORD-TOGGLE-"+strconv.Itoa(i), "PAY-"+id, 1000)
+			answers[i] = testenv.Post(t, url, "paydemo", body, testenv.PaydemoHeaders(t, cfg, id, time.Now(), body)).Status
+		})
+		time.Sleep(10 * time.Millisecond)
+	}
+	wg.Wait()
+	stopToggle()
+	require.Greater(t, <-toggled, 10, "semi-sync was switched off and on throughout")
+	for i, status := range answers {
+		require.Equal(t, http.StatusServiceUnavailable, status, "callback %d answered %d while no replica received anything", i, status)
+	}
+
+	// Semi-sync ON, no replica connected: not ready.
+	_, err = primary.Exec(`SET GLOBAL rpl_semi_sync_master_enabled = ON`)
+	require.NoError(t, err)
+	resp, err := http.Get(url + "/readyz")
+	require.NoError(t, err)
+	ready, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s", ready)
+	require.Contains(t, string(ready), `"mysql_replica":"unavailable`)
 }
