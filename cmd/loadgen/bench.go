@@ -348,7 +348,8 @@ func (b *bench) childEnv(httpAddr string) []string {
 		b.amqpEnv(),
 		"CALLGATE_AMQP_PREFIX="+b.prefix,
 		"CALLGATE_HTTP_ADDR="+httpAddr,
-		"CALLGATE_DEMO=1", // the benchmark signs with the demo sources' secrets
+		"CALLGATE_DEMO=1",           // the benchmark signs with the demo sources' secrets
+		"CALLGATE_METRICS_PUBLIC=1", // and scrapes the gateway's /metrics
 	)
 }
 

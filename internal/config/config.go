@@ -18,6 +18,7 @@ import (
 
 	"callgate/internal/broker"
 	"callgate/internal/logging"
+	"callgate/internal/metrics"
 	"callgate/internal/replay"
 	"callgate/internal/scheduler"
 	"callgate/internal/source"
@@ -41,6 +42,7 @@ type Config struct {
 	Worker    worker.Config    `yaml:"worker"`
 	Scheduler scheduler.Config `yaml:"scheduler"`
 	Tracing   tracing.Config   `yaml:"tracing"`
+	Metrics   metrics.Config   `yaml:"metrics"`
 	Sources   []source.Config  `yaml:"sources"`
 }
 

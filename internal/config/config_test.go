@@ -347,3 +347,16 @@ func TestOIDCValidated(t *testing.T) {
 	require.NoError(t, err, "plain http to a loopback provider and console (development)")
 	require.Equal(t, "http://127.0.0.1:5556/dex", cfg.Admin.OIDC.Issuer)
 }
+
+// TestMetricsPublicOffUnlessAsked: the shipped file keeps the gateway's
+// /metrics off its public listener; CALLGATE_METRICS_PUBLIC=1 serves it.
+func TestMetricsPublicOffUnlessAsked(t *testing.T) {
+	path := filepath.Join("..", "..", "configs", "callgate.yaml")
+	cfg, err := config.Load(path, kinds)
+	require.NoError(t, err)
+	require.False(t, cfg.Metrics.Public)
+	t.Setenv("CALLGATE_METRICS_PUBLIC", "1")
+	cfg, err = config.Load(path, kinds)
+	require.NoError(t, err)
+	require.True(t, cfg.Metrics.Public)
+}

@@ -42,6 +42,7 @@ var envOverrides = []struct {
 	{"CALLGATE_OIDC_OPERATORS", func(c *Config, v string) { c.Admin.OIDC.Operators = splitList(v) }, false},
 	{"CALLGATE_OIDC_VIEWERS", func(c *Config, v string) { c.Admin.OIDC.Viewers = splitList(v) }, false},
 	{EnvDemo, func(c *Config, v string) { c.Demo = v == "1" || strings.EqualFold(v, "true") }, false},
+	{"CALLGATE_METRICS_PUBLIC", func(c *Config, v string) { c.Metrics.Public = v == "1" || strings.EqualFold(v, "true") }, false},
 }
 
 // splitList splits a comma-separated value, dropping blanks.

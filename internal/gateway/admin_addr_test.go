@@ -134,3 +134,17 @@ func TestAdminAddrUnsetServesAllOnOneListener(t *testing.T) {
 	code, _ := status(t, http.MethodGet, gw.URL+"/admin/api/callbacks", nil, bearer(adminAddrToken))
 	require.Equal(t, http.StatusOK, code)
 }
+
+// TestMetricsNotPublicByDefault: without http.admin_addr, /metrics is
+// served to anyone only with metrics.public (the shipped file has it off);
+// the intake and health endpoints are there all the same.
+func TestMetricsNotPublicByDefault(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, func(c *config.Config) { c.Metrics.Public = false })
+	gw := testenv.StartGateway(t, cfg)
+	gw.WaitReady(t)
+	for path, want := range map[string]int{"/metrics": 404, "/healthz": 200, "/readyz": 200} {
+		code, _ := status(t, http.MethodGet, gw.URL+path, nil, nil)
+		require.Equal(t, want, code, path)
+	}
+}

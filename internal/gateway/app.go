@@ -59,6 +59,9 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 	if tokens.Enabled() {
 		log.Info("gateway: admin tokens", "tokens", tokens.Summary())
 	}
+	if cfg.HTTP.AdminAddr == "" && !cfg.Metrics.Public {
+		log.Info("gateway: /metrics is not served (no http.admin_addr, metrics.public false; CALLGATE_METRICS_PUBLIC=1 serves it on the public listener)")
+	}
 	proxies, err := admin.ParseProxies(cfg.Admin.TrustedProxies)
 	if err != nil {
 		return fmt.Errorf("admin.%w", err)
@@ -148,6 +151,7 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 		Server:          cfg.HTTP,
 		Log:             log,
 		Metrics:         m,
+		MetricsPublic:   cfg.Metrics.Public,
 		Tracing:         spans,
 		Intake: &intake.Handler{
 			Sources:         sources,

@@ -45,6 +45,9 @@ type Config struct {
 	Ready   map[string]Pinger
 	Log     *slog.Logger
 	Metrics *metrics.Metrics
+	// MetricsPublic serves /metrics on the public listener when there is
+	// no admin listener (metrics.public).
+	MetricsPublic bool
 	// Admin serves /admin/api/, and the console /admin/ (404 when no
 	// token is set).
 	Admin *admin.Handler
@@ -61,7 +64,7 @@ func NewRouter(cfg Config) *gin.Engine {
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", readyz(cfg.Ready, cfg.Log))
 	if cfg.Server.AdminAddr == "" {
-		mountOperator(r, cfg)
+		mountOperator(r, cfg, cfg.MetricsPublic)
 	}
 	return r
 }
@@ -70,7 +73,7 @@ func NewRouter(cfg Config) *gin.Engine {
 // /metrics and the admin surface only.
 func NewAdminRouter(cfg Config) *gin.Engine {
 	r := newEngine(cfg)
-	mountOperator(r, cfg)
+	mountOperator(r, cfg, true)
 	return r
 }
 
@@ -87,9 +90,13 @@ func newEngine(cfg Config) *gin.Engine {
 	return r
 }
 
-// mountOperator adds what operators use and platforms never need.
-func mountOperator(r *gin.Engine, cfg Config) {
-	r.GET("/metrics", gin.WrapH(cfg.Metrics.Handler()))
+// mountOperator adds what operators use and platforms never need; metrics
+// says whether /metrics is among it (on the public listener only with
+// metrics.public).
+func mountOperator(r *gin.Engine, cfg Config, metrics bool) {
+	if metrics {
+		r.GET("/metrics", gin.WrapH(cfg.Metrics.Handler()))
+	}
 	if cfg.Admin != nil {
 		cfg.Admin.Mount(r)
 		console.New(cfg.Admin).Mount(r)

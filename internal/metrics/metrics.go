@@ -12,6 +12,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// Config is the file's metrics section.
+type Config struct {
+	// Public serves the gateway's /metrics on its public listener when
+	// there is no http.admin_addr (with one, /metrics is there, for
+	// operators only). Off by default: the series name sources, queues
+	// and failure reasons nobody outside needs to see. Env
+	// CALLGATE_METRICS_PUBLIC=1.
+	Public bool `yaml:"public"`
+}
+
 // Metrics holds every series.
 type Metrics struct {
 	Registry *prometheus.Registry

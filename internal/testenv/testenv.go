@@ -135,6 +135,8 @@ func Config(t testing.TB, mutate ...func(*config.Config)) *config.Config {
 	cfg.Log.Level = "warn"
 	cfg.Worker.MetricsAddr = "127.0.0.1:0"
 	cfg.Demo = true // the tests sign with the demo sources' secrets
+	// The tests read the gateway's /metrics on its one listener.
+	cfg.Metrics.Public = true
 	// A payment of an order that does not exist fails at once; the tests
 	// of worker.order_grace set their own.
 	cfg.Worker.OrderGrace = time.Nanosecond
