@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -67,7 +68,8 @@ func (a *Announcer) Published() int64 { return a.published.Load() }
 // Dropped counts announcements left to compensation (buffer full).
 func (a *Announcer) Dropped() int64 { return a.dropped.Load() }
 
-// Nacked counts publishes not confirmed (requeued or dropped).
+// Nacked counts publishes not confirmed or returned as unroutable (requeued,
+// or dropped when the buffer is full).
 func (a *Announcer) Nacked() int64 { return a.nacked.Load() }
 
 // Run publishes until ctx ends. Then it keeps publishing what is buffered
@@ -75,12 +77,32 @@ func (a *Announcer) Nacked() int64 { return a.nacked.Load() }
 // returns.
 func (a *Announcer) Run(ctx context.Context, drain time.Duration) {
 	defer close(a.stopped)
+	var again time.Duration // before the next channel after a refusal
 	for ctx.Err() == nil {
 		conn, err := a.conn.Wait(ctx)
 		if err != nil {
 			break
 		}
-		if err := a.publishOn(ctx, conn, false); err != nil && ctx.Err() == nil {
+		published := a.published.Load()
+		err = a.publishOn(ctx, conn, false)
+		if ctx.Err() != nil {
+			break
+		}
+		if a.published.Load() > published {
+			again = 0
+		}
+		var refused *refusedError
+		switch {
+		case errors.As(err, &refused):
+			// The first retry goes at once, on a channel of its own: a
+			// channel the broker refuses on keeps refusing (see
+			// refusedError). A broker that refuses fresh channels too is
+			// asked less often, up to refusedRetryMax apart.
+			a.log.Error("announcer: the broker did not take an announcement; publishing it again on a new channel",
+				"message_id", refused.id, "reason", refused.reason, "node", a.conn.Node(), "retry_in", again)
+			sleep(ctx, again)
+			again = min(max(2*again, refusedRetryMin), refusedRetryMax)
+		case err != nil:
 			a.log.Warn("announcer: channel failed, reopening", "error", err)
 			sleep(ctx, 200*time.Millisecond)
 		}
@@ -98,9 +120,29 @@ func (a *Announcer) Run(ctx context.Context, drain time.Duration) {
 	}
 }
 
+// Backoff between fresh channels while the broker refuses announcements.
+const (
+	refusedRetryMin = 50 * time.Millisecond
+	refusedRetryMax = 2 * time.Second
+)
+
+// refusedError is an announcement the broker answered on an open channel
+// without taking it: nacked, or returned as unroutable (published
+// mandatory; no queue bound for its kind). The channel is given up at once.
+// A nack has one known cause that a new channel cures: RabbitMQ 3.10's
+// quorum queue client registers a channel as a publisher on the first
+// publish, asking the queue's leader as the queue record names it; a
+// channel that first publishes while that leader is on a node just lost
+// is refused, every publish and for as long as that node is down, while a
+// channel opened a moment later finds the new leader.
+type refusedError struct{ id, reason string }
+
+func (e *refusedError) Error() string { return "announcement " + e.id + " " + e.reason }
+
 type pendingConfirm struct {
 	dc *amqp.DeferredConfirmation
 	an Announcement
+	id string // the message id
 }
 
 // confirmGrace bounds the wait for outstanding confirms once publishing on a
@@ -108,8 +150,9 @@ type pendingConfirm struct {
 const confirmGrace = 5 * time.Second
 
 // publishOn publishes from the buffer on one fresh confirm-mode channel until
-// ctx ends or the channel closes; with untilEmpty, also when the buffer is
-// empty.
+// ctx ends, the channel closes, or the broker refuses an announcement on it
+// (a *refusedError); with untilEmpty, also when the buffer is empty. What
+// is not confirmed goes back to the buffer.
 func (a *Announcer) publishOn(ctx context.Context, conn *amqp.Connection, untilEmpty bool) error {
 	ch, err := conn.Channel()
 	if err != nil {
@@ -120,6 +163,8 @@ func (a *Announcer) publishOn(ctx context.Context, conn *amqp.Connection, untilE
 		return err
 	}
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	returns := WatchReturns(ch)
+	refused := make(chan *refusedError, 1)
 
 	pending := make(chan pendingConfirm, a.cfg.Window)
 	waitCtx, giveUp := context.WithCancel(context.Background())
@@ -130,12 +175,25 @@ func (a *Announcer) publishOn(ctx context.Context, conn *amqp.Connection, untilE
 		for p := range pending {
 			// A confirm outstanding when the channel closes resolves as
 			// not acked: treat it as not published.
-			if acked, _ := p.dc.WaitContext(waitCtx); acked {
+			acked, _ := p.dc.WaitContext(waitCtx)
+			reason := "not confirmed"
+			switch {
+			case !acked:
+			case !returns.Wait(waitCtx, p.dc.DeliveryTag):
+			case returns.Take(p.id):
+				reason = "returned: no queue bound for its kind"
+			default:
 				a.published.Add(1)
 				continue
 			}
 			a.nacked.Add(1)
 			a.requeue(p.an)
+			if !ch.IsClosed() {
+				select {
+				case refused <- &refusedError{id: p.id, reason: reason}:
+				default:
+				}
+			}
 		}
 	}()
 	defer func() {
@@ -160,6 +218,11 @@ func (a *Announcer) publishOn(ctx context.Context, conn *amqp.Connection, untilE
 				return amqpErr
 			}
 			return ErrNotConnected
+		case r := <-refused:
+			// Closed before the deferred wait, so that what else is
+			// outstanding on it comes back at once.
+			_ = ch.Close()
+			return r
 		case an = <-a.queue:
 		}
 		body = an.appendBody(body[:0])
@@ -175,14 +238,14 @@ func (a *Announcer) publishOn(ctx context.Context, conn *amqp.Connection, untilE
 		if an.TraceParent != "" {
 			msg.Headers = amqp.Table{"traceparent": an.TraceParent}
 		}
-		conf, err := ch.PublishWithDeferredConfirmWithContext(context.WithoutCancel(ctx), a.cfg.Exchange, an.Kind, false, false, msg)
+		conf, err := ch.PublishWithDeferredConfirmWithContext(context.WithoutCancel(ctx), a.cfg.Exchange, an.Kind, true, false, msg)
 		if err != nil {
 			a.requeue(an)
 			return err
 		}
 		// Blocks when Window confirms are outstanding: back-pressure fills
 		// the buffer, never the HTTP path.
-		pending <- pendingConfirm{dc: conf, an: an}
+		pending <- pendingConfirm{dc: conf, an: an, id: msg.MessageId}
 	}
 }
 

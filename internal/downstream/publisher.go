@@ -57,7 +57,7 @@ type Publisher struct {
 	appID   string
 	mu      sync.Mutex
 	ch      *amqp.Channel
-	returns *returnTracker // of ch
+	returns *broker.ReturnTracker // of ch
 }
 
 // NewPublisher returns a Publisher on conn.
@@ -102,6 +102,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []Message) ([]bool, error)
 // returned (no queue bound for them).
 func (p *Publisher) publishConfirmed(ctx context.Context, msgs []Message) (acked []bool, returned []int, err error) {
 	acked = make([]bool, len(msgs))
+	refused := false
 	dcs, rt, err := p.publish(ctx, msgs)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ConfirmTimeout)
 	defer cancel()
@@ -112,19 +113,38 @@ func (p *Publisher) publishConfirmed(ctx context.Context, msgs []Message) (acked
 		// A confirm outstanding when the channel closes resolves as not
 		// acked, with no error.
 		ok, werr := dc.WaitContext(wctx)
-		if !ok || werr != nil || !rt.wait(wctx, dc.DeliveryTag) {
+		if !ok && werr == nil {
+			refused = true
+		}
+		if !ok || werr != nil || !rt.Wait(wctx, dc.DeliveryTag) {
 			continue
 		}
-		if rt.take(msgs[i].MessageID) {
+		if rt.Take(msgs[i].MessageID) {
 			returned = append(returned, i)
 			continue
 		}
 		acked[i] = true
 	}
+	if refused {
+		p.drop(rt)
+	}
 	return acked, returned, err
 }
 
-func (p *Publisher) publish(ctx context.Context, msgs []Message) ([]*amqp.DeferredConfirmation, *returnTracker, error) {
+// drop gives up the channel of rt after the broker refused (nacked) a
+// message on it: the next batch opens a fresh one. A refusing channel can
+// keep refusing while a new one is taken (see broker's refusedError: a
+// channel registered with a quorum queue's lost leader).
+func (p *Publisher) drop(rt *broker.ReturnTracker) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ch != nil && p.returns == rt {
+		_ = p.ch.Close()
+		p.ch = nil
+	}
+}
+
+func (p *Publisher) publish(ctx context.Context, msgs []Message) ([]*amqp.DeferredConfirmation, *broker.ReturnTracker, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	dcs := make([]*amqp.DeferredConfirmation, len(msgs))
@@ -181,7 +201,7 @@ func (p *Publisher) channel() (*amqp.Channel, error) {
 		return nil, fmt.Errorf("error enabling publisher confirms: %w", err)
 	}
 	p.ch = ch
-	p.returns = watchReturns(ch)
+	p.returns = broker.WatchReturns(ch)
 	return ch, nil
 }
 
@@ -198,89 +218,4 @@ func (p *Publisher) Close() error {
 		return nil
 	}
 	return err
-}
-
-// returnTracker pairs the broker's basic.return of a mandatory message with
-// that message's confirm, on one channel. RabbitMQ sends the return before
-// the confirm, and amqp091-go hands both to their listeners from the
-// channel's one reader goroutine, waiting for an unbuffered listener to take
-// each: a single goroutine reading both listeners has therefore recorded a
-// message's return by the time it reads the message's confirm. (Waiting on
-// the DeferredConfirmation alone would race with the recording.)
-type returnTracker struct {
-	mu       sync.Mutex
-	returned map[string]int // message id -> returns not yet taken
-	seen     uint64         // delivery tag of the last confirm read
-	closed   bool
-	changed  chan struct{} // closed and replaced on every change
-}
-
-func watchReturns(ch *amqp.Channel) *returnTracker {
-	rt := &returnTracker{returned: map[string]int{}, changed: make(chan struct{})}
-	// Returns unbuffered (the ordering above depends on it); confirms
-	// buffered, so the reader goroutine rarely waits for this one.
-	returns := ch.NotifyReturn(make(chan amqp.Return))
-	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 256))
-	go rt.run(returns, confirms)
-	return rt
-}
-
-// run records returns and confirms until the channel closes both.
-func (rt *returnTracker) run(returns <-chan amqp.Return, confirms <-chan amqp.Confirmation) {
-	for returns != nil || confirms != nil {
-		select {
-		case r, ok := <-returns:
-			if !ok {
-				returns = nil
-				continue
-			}
-			rt.update(func() { rt.returned[r.MessageId]++ })
-		case c, ok := <-confirms:
-			if !ok {
-				confirms = nil
-				continue
-			}
-			rt.update(func() { rt.seen = max(rt.seen, c.DeliveryTag) })
-		}
-	}
-	rt.update(func() { rt.closed = true })
-}
-
-func (rt *returnTracker) update(f func()) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	f()
-	close(rt.changed)
-	rt.changed = make(chan struct{})
-}
-
-// wait returns once the confirm of tag has been read (every return before
-// it recorded) or the channel has closed; false if ctx ends first.
-func (rt *returnTracker) wait(ctx context.Context, tag uint64) bool {
-	for {
-		rt.mu.Lock()
-		done, changed := rt.seen >= tag || rt.closed, rt.changed
-		rt.mu.Unlock()
-		if done {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-changed:
-		}
-	}
-}
-
-// take reports whether a return of id is recorded, and consumes it.
-func (rt *returnTracker) take(id string) bool {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.returned[id] == 0 {
-		return false
-	}
-	if rt.returned[id]--; rt.returned[id] == 0 {
-		delete(rt.returned, id)
-	}
-	return true
 }

@@ -137,7 +137,7 @@ func (m *Metrics) ObserveAnnouncer(published, dropped, nacked func() int64) {
 	for result, f := range map[string]func() int64{"published": published, "dropped": dropped, "nacked": nacked} {
 		m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Namespace: "callgate", Name: "announcements_total",
-			Help:        "Log id announcements by result (published = confirmed by the broker; dropped = buffer full, left to compensation; nacked = not confirmed, requeued).",
+			Help:        "Log id announcements by result (published = confirmed by the broker; dropped = buffer full, left to compensation; nacked = not confirmed or returned unroutable, published again).",
 			ConstLabels: prometheus.Labels{"result": result, "process": m.process},
 		}, func() float64 { return float64(f()) }))
 	}
