@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -41,6 +42,9 @@ type Handler struct {
 	// address it forwarded (ClientAddr).
 	Proxies Proxies
 	once    sync.Once
+	// forwardedSeen: the warning about X-Forwarded-For without
+	// trusted_proxies was logged.
+	forwardedSeen atomic.Bool
 }
 
 // CtxActor is the gin context key of the authenticated operator's name.

@@ -12,6 +12,8 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -72,7 +74,7 @@ func ParseTokens(s string) (Tokens, error) {
 			return nil, fmt.Errorf("admin.token[%d]: name longer than %d characters", i, maxTokenName)
 		}
 		if len(secret) < 12 {
-			return nil, fmt.Errorf("admin.token[%d] (%s): secret too short, use at least 12 characters", i, name)
+			return nil, fmt.Errorf("admin.token[%d] (%s): secret too short, use at least 12 characters", i, printableName(name))
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("admin.token[%d]: duplicate name %q", i, name)
@@ -87,14 +89,20 @@ func ParseTokens(s string) (Tokens, error) {
 // length a name may have (a name that long is no name but a pasted
 // secret).
 func printableName(name string) string {
-	if name == "" {
+	switch {
+	case name == "":
 		return "no name"
-	}
-	if len(name) > maxTokenName {
-		return name[:8] + "..."
+	case len(name) > maxTokenName:
+		return "a name over " + strconv.Itoa(maxTokenName) + " characters"
+	case !tokenNameShape.MatchString(name):
+		// Perhaps a piece of a secret that holds a colon: not printed.
+		return "a name with characters other than letters, digits and ._@-"
 	}
 	return name
 }
+
+// tokenNameShape is what a token's name printed in an error may look like.
+var tokenNameShape = regexp.MustCompile(`^[A-Za-z0-9._@-]+$`)
 
 // Summary lists each token's name and role, for the start-up log (never a
 // secret).

@@ -98,6 +98,13 @@ func TestParseTokensRefusesAMistypedRole(t *testing.T) {
 			require.NotContains(t, err.Error(), secret)
 		})
 	}
+	// A bare secret with colons in it: its pieces are not printed as a
+	// name either.
+	for _, spec := range []string{"x7/Kq+Zr:a8w2Lm0pQ4", "x7/Kq+Zr:a8w2:Lm0pQ4", "x7/Kq+Zr:a8w2:Lm0p:Q4"} {
+		_, err := admin.ParseTokens(spec)
+		require.Error(t, err, spec)
+		require.NotContains(t, err.Error(), "x7/Kq+Zr", spec)
+	}
 }
 
 // TestFailureLimiterFullKeepsRecentClientBlocked: a spray of fresh

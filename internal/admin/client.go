@@ -19,6 +19,9 @@ func ParseProxies(list []string) (Proxies, error) {
 	for i, s := range list {
 		s = strings.TrimSpace(s)
 		if p, err := netip.ParsePrefix(s); err == nil {
+			if p.Bits() == 0 {
+				return nil, fmt.Errorf("trusted_proxies[%d]: %q trusts every address: name the proxies' own addresses", i, s)
+			}
 			out = append(out, p.Masked())
 			continue
 		}
@@ -49,8 +52,27 @@ const ctxClient = "callgate.admin.client"
 // X-Forwarded-For that is not one (the proxies append what they saw, so
 // what lies left of the first untrusted hop is the client's to write).
 func (h *Handler) Client(c *gin.Context) {
-	c.Set(ctxClient, h.Proxies.clientOf(c.Request.RemoteAddr, c.Request.Header.Values("X-Forwarded-For")))
+	forwarded := c.Request.Header.Values("X-Forwarded-For")
+	if len(forwarded) > 0 && len(h.Proxies) == 0 && h.forwardedSeen.CompareAndSwap(false, true) && h.Log != nil {
+		h.Log.Warn("admin: requests carry X-Forwarded-For but admin.trusted_proxies is empty: everyone behind that proxy is one client address, sharing its sign-in budgets; list the proxy's own address there",
+			"peer", ClientAddr(c))
+	}
+	c.Set(ctxClient, h.Proxies.clientOf(c.Request.RemoteAddr, forwarded))
 	c.Next()
+}
+
+// parseHop reads one X-Forwarded-For entry: an address, or an address and
+// port as some proxies write it ("1.2.3.4:5678", "[2001:db8::1]:443").
+func parseHop(s string) (netip.Addr, error) {
+	s = strings.TrimSpace(s)
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a, nil
+	}
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	return ap.Addr(), nil
 }
 
 func (p Proxies) clientOf(remote string, forwarded []string) string {
@@ -68,7 +90,7 @@ func (p Proxies) clientOf(remote string, forwarded []string) string {
 	}
 	client := host
 	for i := len(hops) - 1; i >= 0; i-- {
-		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		a, err := parseHop(hops[i])
 		if err != nil {
 			break // a hop no proxy of ours wrote: stop at what we know
 		}

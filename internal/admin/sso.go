@@ -20,6 +20,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
+	"golang.org/x/time/rate"
 )
 
 // Single sign-on: OpenID Connect's authorization code flow with PKCE,
@@ -94,9 +95,28 @@ type SSO struct {
 	lastTry  time.Time
 	tryMutex sync.Mutex // one discovery at a time
 
-	spentMu sync.Mutex
-	spent   map[string]int64 // states of flows completed, until they expire
+	spentMu    sync.Mutex
+	spent      map[string]int64 // states of flows completed, until they expire
+	spentOrder []spentFlow      // spent's keys in the order spent, for pruning
+
+	// exchanges bounds the calls to the provider's token endpoint, all
+	// clients together: a flow cookie is free to start, so its callbacks
+	// wait their turn here rather than reach the provider at any rate.
+	exchanges *rate.Limiter
 }
+
+type spentFlow struct {
+	state   string
+	expires int64
+}
+
+// Token endpoint calls: ssoExchangeRate a second, ssoExchangeBurst at
+// once; a callback waits at most ssoExchangeWait for its turn.
+const (
+	ssoExchangeRate  = 20
+	ssoExchangeBurst = 40
+	ssoExchangeWait  = 5 * time.Second
+)
 
 // spend marks flow f's state used and reports whether it was unused: a
 // flow cookie carries one callback to the provider, so a captured or
@@ -107,17 +127,19 @@ func (s *SSO) spend(f ssoFlow, now time.Time) bool {
 	if s.spent == nil {
 		s.spent = map[string]int64{}
 	}
-	if len(s.spent) >= 4096 {
-		for st, exp := range s.spent {
-			if now.Unix() > exp {
-				delete(s.spent, st)
-			}
-		}
+	// Flows are spent within SSOFlowMaxAge of their start, so the front
+	// of spentOrder expires first, give or take that: what is pruned
+	// never waits longer than that, and at most ssoExchangeRate flows a
+	// second are spent (Complete spends after its turn).
+	for len(s.spentOrder) > 0 && now.Unix() > s.spentOrder[0].expires {
+		delete(s.spent, s.spentOrder[0].state)
+		s.spentOrder = s.spentOrder[1:]
 	}
 	if _, used := s.spent[f.State]; used {
 		return false
 	}
 	s.spent[f.State] = f.Expires
+	s.spentOrder = append(s.spentOrder, spentFlow{f.State, f.Expires})
 	return true
 }
 
@@ -142,7 +164,8 @@ func NewSSO(cfg SSOConfig, log *slog.Logger) *SSO {
 	}
 	m := hmac.New(sha256.New, []byte(cfg.ClientSecret))
 	m.Write([]byte("callgate-oidc-flow\x00" + cfg.Issuer + "\x00" + cfg.ClientID))
-	return &SSO{cfg: cfg, log: log, client: &http.Client{Timeout: ssoHTTPTimeout}, flowKey: m.Sum(nil)}
+	return &SSO{cfg: cfg, log: log, client: &http.Client{Timeout: ssoHTTPTimeout}, flowKey: m.Sum(nil),
+		exchanges: rate.NewLimiter(ssoExchangeRate, ssoExchangeBurst)}
 }
 
 // sessionMAC binds a single sign-on session to the provider and the role
@@ -450,7 +473,17 @@ func (s *SSO) Complete(ctx context.Context, q url.Values, flowCookie string) (Si
 		return SignIn{}, err
 	}
 	f, ok := s.decodeFlow(flowCookie, time.Now())
-	if !ok || !hmac.Equal([]byte(state), []byte(f.State)) || !s.spend(f, time.Now()) {
+	if !ok || !hmac.Equal([]byte(state), []byte(f.State)) {
+		return SignIn{}, errBadState
+	}
+	wait, cancel := context.WithTimeout(ctx, ssoExchangeWait)
+	err = s.exchanges.Wait(wait)
+	cancel()
+	if err != nil {
+		return SignIn{}, &SSOError{Status: http.StatusServiceUnavailable,
+			Msg: "Single sign-on is busy; start again from the login page in a moment.", Err: fmt.Errorf("token endpoint calls over their bound: %w", err)}
+	}
+	if !s.spend(f, time.Now()) {
 		return SignIn{}, errBadState
 	}
 	p, err := s.discover(ctx, false)

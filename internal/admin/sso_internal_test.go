@@ -2,6 +2,7 @@ package admin
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -12,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"context"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 )
 
 func testSSO() *SSO {
@@ -264,10 +267,54 @@ func TestClientBehindTrustedProxies(t *testing.T) {
 		{"10.1.2.3:4000", []string{"garbage, 198.51.100.1"}, "198.51.100.1"},
 		{"10.1.2.3:4000", []string{"198.51.100.1, garbage"}, "10.1.2.3"}, // our proxy wrote no garbage: stop
 		{"[::ffff:10.1.2.3]:4000", []string{"198.51.100.1"}, "198.51.100.1"},
+		{"10.1.2.3:4000", []string{"198.51.100.1:5678"}, "198.51.100.1"}, // a proxy that writes the port
+		{"10.1.2.3:4000", []string{"[2001:db8::1]:443"}, "2001:db8::1"},  // and in brackets
+		{"10.1.2.3:4000", []string{"6.6.6.6, 10.9.9.9:80"}, "6.6.6.6"},   // a proxy's hop with its port
 	} {
 		require.Equal(t, tc.want, p.clientOf(tc.remote, tc.forwarded), "%s %q", tc.remote, tc.forwarded)
 	}
 	require.Equal(t, "10.1.2.3", Proxies(nil).clientOf("10.1.2.3:1", []string{"198.51.100.1"}), "no trusted proxies: the peer")
 	_, err = ParseProxies([]string{"10.0.0.0/33"})
 	require.ErrorContains(t, err, `trusted_proxies[0]: "10.0.0.0/33"`)
+	for _, all := range []string{"0.0.0.0/0", "::/0"} {
+		_, err = ParseProxies([]string{"192.0.2.7", all})
+		require.ErrorContains(t, err, "trusted_proxies[1]", "%s trusts every client to name itself", all)
+	}
+}
+
+// TestSpentFlowsArePruned: the states of spent flows are kept until they
+// expire and no longer: a stream of sign-ins cannot grow the set, and a
+// state is refused twice only while its flow could still be presented.
+func TestSpentFlowsArePruned(t *testing.T) {
+	t.Parallel()
+	s := &SSO{}
+	t0 := time.Unix(1_000_000, 0)
+	for i := range 10_000 {
+		now := t0.Add(time.Duration(i) * time.Second)
+		f := ssoFlow{State: fmt.Sprintf("s%d", i), Expires: now.Add(SSOFlowMaxAge).Unix()}
+		require.True(t, s.spend(f, now))
+		require.False(t, s.spend(f, now), "spent once")
+	}
+	require.LessOrEqual(t, len(s.spent), int(SSOFlowMaxAge/time.Second)+1, "only unexpired states are kept")
+	require.Len(t, s.spentOrder, len(s.spent))
+}
+
+// TestTokenEndpointCallsAreBounded: flow cookies cost nothing to start, so
+// their callbacks take turns for the provider's token endpoint (all
+// clients together): past the bound a callback is told single sign-on is
+// busy (503, not a suspect sign-in), and its flow is not spent.
+func TestTokenEndpointCallsAreBounded(t *testing.T) {
+	t.Parallel()
+	s := testSSO()
+	s.exchanges = rate.NewLimiter(rate.Every(time.Hour), 1)
+	require.True(t, s.exchanges.Allow(), "the one turn is taken")
+	f := ssoFlow{State: "state-1", Nonce: "n", Verifier: "v", Expires: time.Now().Add(time.Minute).Unix()}
+	start := time.Now()
+	_, err := s.Complete(context.Background(), url.Values{"code": {"c"}, "state": {f.State}}, s.encodeFlow(f))
+	var se *SSOError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, http.StatusServiceUnavailable, se.Status, "%v", err)
+	require.False(t, SuspectSignIn(err))
+	require.Less(t, time.Since(start), ssoExchangeWait+time.Second, "waits at most ssoExchangeWait")
+	require.True(t, s.spend(f, time.Now()), "not spent by a callback that never reached the provider")
 }

@@ -126,10 +126,22 @@ func recoverJSON(log *slog.Logger) gin.HandlerFunc {
 
 // readyz answers which dependency is down, never its error text (a
 // database user, a broker's address): that goes to the log, with the
-// request's trace id.
+// request's trace id, once per change (anyone may ask /readyz as often as
+// they like; the log is not theirs to fill).
 func readyz(deps map[string]Pinger, log *slog.Logger) gin.HandlerFunc {
 	if log == nil {
 		log = slog.Default()
+	}
+	var mu sync.Mutex
+	last := map[string]string{} // dependency -> "down" or "" (ok), as last logged
+	changed := func(name, now string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if last[name] == now {
+			return false
+		}
+		last[name] = now
+		return true
 	}
 	return func(c *gin.Context) {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
@@ -140,9 +152,14 @@ func readyz(deps map[string]Pinger, log *slog.Logger) gin.HandlerFunc {
 			if err := p.Ping(ctx); err != nil {
 				ok = false
 				body[name] = "unavailable"
-				log.WarnContext(c.Request.Context(), "gateway: not ready", "dependency", name, "error", err)
+				if changed(name, "down") {
+					log.WarnContext(c.Request.Context(), "gateway: not ready", "dependency", name, "error", err)
+				}
 			} else {
 				body[name] = "ok"
+				if changed(name, "") {
+					log.InfoContext(c.Request.Context(), "gateway: ready", "dependency", name)
+				}
 			}
 		}
 		if ok {

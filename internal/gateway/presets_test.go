@@ -181,3 +181,39 @@ func TestPresetKeysSetButInvalidStopTheStart(t *testing.T) {
 	require.ErrorContains(t, err, "(stripe).platform.secrets: secrets[0]: secret has leading or trailing whitespace")
 	require.NotContains(t, err.Error(), "whsec_with_a_space", "the key itself is never printed")
 }
+
+// TestReadyzLogsOncePerChange: /readyz is anyone's to ask; a dependency
+// that is down is logged when it goes down, not on every ask.
+func TestReadyzLogsOncePerChange(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, func(c *config.Config) { c.AMQP.URL = "amqp://guest:guest@127.0.0.1:1/" }) // nothing listens there
+	logs := &testenv.SyncBuffer{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- gateway.Run(ctx, cfg, logging.New(logging.Config{Level: "info", Format: "json"}, logs), ln)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	url := "http://" + ln.Addr().String() + "/readyz"
+	asked := 0
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			asked++
+		}
+		return asked >= 20
+	}, 20*time.Second, 10*time.Millisecond)
+	lines := 0
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `"msg":"gateway: not ready"`) && strings.Contains(l, `"dependency":"rabbitmq"`) {
+			lines++
+		}
+	}
+	require.Equal(t, 1, lines, "asked %d times:\n%s", asked, logs.String())
+}

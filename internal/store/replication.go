@@ -79,9 +79,15 @@ type semiSyncState struct {
 func (s *Store) readSemiSync(ctx context.Context) (semiSync, error) {
 	r, err := s.querySemiSync(ctx)
 	if err != nil {
-		// Unknown is not acknowledging: the metric and /readyz say so
+		if ctx.Err() != nil {
+			// The caller gave up (a request whose client went away):
+			// that says nothing of the primary.
+			return semiSync{}, err
+		}
+		// Unknown is not acknowledging: the metrics and /readyz say so
 		// rather than keep the last good reading.
 		s.semi.on.Store(false)
+		s.semi.clients.Store(0)
 		s.semi.known.Store(false)
 		return semiSync{}, err
 	}

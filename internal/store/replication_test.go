@@ -27,9 +27,10 @@ func TestReplicaReadingFailedIsUnknown(t *testing.T) {
 
 	store.CloseSQL(st)
 	require.Error(t, st.PingReplica(t.Context()))
-	on, _, known = st.ReplicaAcknowledging()
+	on, clients, known = st.ReplicaAcknowledging()
 	require.False(t, on, "a failed reading is not acknowledging")
 	require.False(t, known, "a failed reading is unknown")
+	require.Zero(t, clients, "and shows no replica connected")
 }
 
 // TestPingReplicaWantsAConnectedReplica: on this server semi-sync is not
