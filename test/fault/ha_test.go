@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	neturl "net/url"
@@ -37,7 +36,6 @@ import (
 	"callgate/internal/broker"
 	"callgate/internal/callback"
 	"callgate/internal/config"
-	"callgate/internal/gateway"
 	"callgate/internal/store"
 	"callgate/internal/testenv"
 )
@@ -376,7 +374,7 @@ func testHABrokerNodeLost(t *testing.T, batchSize int) {
 func TestHAGatewayNodeLostRepeatedly(t *testing.T) {
 	start := time.Now()
 	const rate, rounds = 50, 3
-	const n = rate * 150 // the stream outlasts the rounds (about 40 s each)
+	const n = rate * 110 // the stream outlasts the rounds (about 30 s each)
 	c := cluster(t)
 	c.original(t)
 	r := haRig(t, c, 0, n, "primary", map[string]any{"scheduler.compensation.threshold": "10m"})
@@ -431,12 +429,13 @@ func TestHAGatewayNodeLostRepeatedly(t *testing.T) {
 
 // haNodeDown is how long a killed node stays down in
 // TestHAGatewayNodeLostRepeatedly, and haAnnounceLag the longest a
-// callback accepted meanwhile may wait to be processed: well under the
-// first (an announcement refused until the node is back takes longer) and
-// far above the milliseconds it takes here.
+// callback accepted meanwhile may wait to be processed: under the time the
+// node is away (haNodeDown and 8-15 s to boot; an announcement refused
+// until the node is back waits that long) and far above the second it
+// takes here.
 const (
-	haNodeDown    = 15 * time.Second
-	haAnnounceLag = 8 * time.Second
+	haNodeDown    = 10 * time.Second
+	haAnnounceLag = 6 * time.Second
 )
 
 // slowestProcessing is the longest time between a callback's arrival and
@@ -620,14 +619,9 @@ func TestHAReplicaStateIsVisible(t *testing.T) {
 		c.MySQL.Durability = store.DurabilityReplica
 		c.Admin.Token = adminToken
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- gateway.Run(ctx, cfg, testenv.Logger(t, cfg), ln) }()
-	t.Cleanup(func() { cancel(); <-done })
-	url := "http://" + ln.Addr().String()
-	testenv.WaitReadyURL(t, url)
+	gw := testenv.StartGateway(t, cfg)
+	gw.WaitReady(t)
+	url := gw.URL
 	replicas := []*sql.DB{c.db(t, 2, ""), c.db(t, 3, "")}
 	t.Cleanup(func() {
 		for _, db := range replicas {
@@ -711,14 +705,9 @@ func TestHASemiSyncToggledNeverAccepts(t *testing.T) {
 	c := cluster(t)
 	c.original(t)
 	cfg := testenv.Config(t, func(c *config.Config) { c.MySQL.Durability = store.DurabilityReplica })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- gateway.Run(ctx, cfg, testenv.Logger(t, cfg), ln) }()
-	t.Cleanup(func() { cancel(); <-done })
-	url := "http://" + ln.Addr().String()
-	testenv.WaitReadyURL(t, url)
+	gw := testenv.StartGateway(t, cfg)
+	gw.WaitReady(t)
+	url := gw.URL
 	primary := c.db(t, 1, "")
 	replicas := []*sql.DB{c.db(t, 2, ""), c.db(t, 3, "")}
 	t.Cleanup(func() {
@@ -768,7 +757,7 @@ func TestHASemiSyncToggledNeverAccepts(t *testing.T) {
 	}
 
 	// Semi-sync ON, no replica connected: not ready.
-	_, err = primary.Exec(`SET GLOBAL rpl_semi_sync_master_enabled = ON`)
+	_, err := primary.Exec(`SET GLOBAL rpl_semi_sync_master_enabled = ON`)
 	require.NoError(t, err)
 	resp, err := http.Get(url + "/readyz")
 	require.NoError(t, err)
