@@ -61,7 +61,7 @@ ensure_order() {
     exit 1
   fi
   if [ -z "$row" ]; then
-    sql "INSERT INTO orders (order_code, user_id, amount) VALUES ('$order', 42, $amount)"
+    sql "INSERT INTO orders (order_code, user_id, amount, payment_source) VALUES ('$order', 42, $amount, 'paydemo')"
     echo "demo: created order $order (user 42, amount $amount) in database $db_name" >&2
     return
   fi

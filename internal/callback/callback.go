@@ -54,7 +54,16 @@ type Log struct {
 	// what it depends on (callback.NotYet); it does not hold up its key's
 	// later callbacks meanwhile.
 	Awaiting bool `gorm:"column:awaiting"`
+	// Origin is where the callback came from: OriginNotify (a platform
+	// sent it; "" when writing) or OriginReconcile (callgate asked).
+	Origin string `gorm:"column:origin"`
 }
+
+// Origins of a callback (callback_log.origin).
+const (
+	OriginNotify    = "notify"
+	OriginReconcile = "reconcile"
+)
 
 // Due reports whether a PENDING callback may run at now: not before the
 // backoff its last failed attempt set (an operator's replay clears it).

@@ -360,3 +360,35 @@ func TestMetricsPublicOffUnlessAsked(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, cfg.Metrics.Public)
 }
+
+// TestReconcileSettings: the shipped file's reconciliation settings, the
+// environment's durations over them, and a value that is not a duration
+// refused, naming the variable.
+func TestReconcileSettings(t *testing.T) {
+	path := filepath.Join("..", "..", "configs", "callgate.yaml")
+	cfg, err := config.Load(path, kinds)
+	require.NoError(t, err)
+	rc := cfg.Scheduler.Reconcile
+	require.Equal(t, 10*time.Minute, rc.After)
+	require.Equal(t, time.Minute, rc.Interval)
+	require.Equal(t, 48*time.Hour, rc.GiveUp)
+	require.Equal(t, []time.Duration{10 * time.Minute, 30 * time.Minute, time.Hour, 3 * time.Hour, 6 * time.Hour, 24 * time.Hour}, rc.Backoff)
+	require.EqualValues(t, 10, rc.Rate)
+	for _, s := range cfg.Sources {
+		if s.Name == "wechatpay" {
+			require.Equal(t, "https://api.mch.weixin.qq.com", s.Reconcile.APIBase)
+			require.False(t, s.Reconcile.Configured(), "not asked until its credentials are set")
+		}
+	}
+
+	t.Setenv("CALLGATE_RECONCILE_AFTER", "30m")
+	t.Setenv("CALLGATE_RECONCILE_INTERVAL", "15s")
+	cfg, err = config.Load(path, kinds)
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Minute, cfg.Scheduler.Reconcile.After)
+	require.Equal(t, 15*time.Second, cfg.Scheduler.Reconcile.Interval)
+
+	t.Setenv("CALLGATE_RECONCILE_AFTER", "ten minutes")
+	_, err = config.Load(path, kinds)
+	require.ErrorContains(t, err, "CALLGATE_RECONCILE_AFTER")
+}

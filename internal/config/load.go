@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -43,6 +44,16 @@ var envOverrides = []struct {
 	{"CALLGATE_OIDC_VIEWERS", func(c *Config, v string) { c.Admin.OIDC.Viewers = splitList(v) }, false},
 	{EnvDemo, func(c *Config, v string) { c.Demo = v == "1" || strings.EqualFold(v, "true") }, false},
 	{"CALLGATE_METRICS_PUBLIC", func(c *Config, v string) { c.Metrics.Public = v == "1" || strings.EqualFold(v, "true") }, false},
+}
+
+// envDurations are the public environment variables holding a duration
+// that win over the file.
+var envDurations = []struct {
+	env   string
+	field func(c *Config) *time.Duration
+}{
+	{"CALLGATE_RECONCILE_AFTER", func(c *Config) *time.Duration { return &c.Scheduler.Reconcile.After }},
+	{"CALLGATE_RECONCILE_INTERVAL", func(c *Config) *time.Duration { return &c.Scheduler.Reconcile.Interval }},
 }
 
 // splitList splits a comma-separated value, dropping blanks.
@@ -102,6 +113,15 @@ func Parse(raw []byte, kinds []string) (*Config, error) {
 				return nil, fmt.Errorf("error reading %s_FILE: %w", o.env, err)
 			}
 			o.set(&cfg, strings.TrimRight(string(b), "\r\n"))
+		}
+	}
+	for _, d := range envDurations {
+		if v := os.Getenv(d.env); v != "" {
+			dur, err := time.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				return nil, fmt.Errorf("%s: %q is not a positive duration (like 10m or 1h30m)", d.env, v)
+			}
+			*d.field(&cfg) = dur
 		}
 	}
 	cfg = cfg.WithDefaults()

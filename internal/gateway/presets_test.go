@@ -26,6 +26,14 @@ import (
 // test ends, and returns its URL and the log.
 func startLogged(t *testing.T, cfg *config.Config) (string, *testenv.SyncBuffer) {
 	t.Helper()
+	url, logs := runLogged(t, cfg)
+	testenv.WaitReadyURL(t, url)
+	return url, logs
+}
+
+// runLogged is startLogged without waiting for the gateway to be ready.
+func runLogged(t *testing.T, cfg *config.Config) (string, *testenv.SyncBuffer) {
+	t.Helper()
 	logs := &testenv.SyncBuffer{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -35,9 +43,7 @@ func startLogged(t *testing.T, cfg *config.Config) (string, *testenv.SyncBuffer)
 		done <- gateway.Run(ctx, cfg, logging.New(logging.Config{Level: "info", Format: "json"}, logs), ln)
 	}()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
-	url := "http://" + ln.Addr().String()
-	testenv.WaitReadyURL(t, url)
-	return url, logs
+	return "http://" + ln.Addr().String(), logs
 }
 
 // disabledLine is the one start-up line that lists the disabled sources.
@@ -187,16 +193,8 @@ func TestPresetKeysSetButInvalidStopTheStart(t *testing.T) {
 func TestReadyzLogsOncePerChange(t *testing.T) {
 	t.Parallel()
 	cfg := testenv.Config(t, func(c *config.Config) { c.AMQP.URL = "amqp://guest:guest@127.0.0.1:1/" }) // nothing listens there
-	logs := &testenv.SyncBuffer{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- gateway.Run(ctx, cfg, logging.New(logging.Config{Level: "info", Format: "json"}, logs), ln)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	url := "http://" + ln.Addr().String() + "/readyz"
+	base, logs := runLogged(t, cfg)
+	url := base + "/readyz"
 	asked := 0
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(url)

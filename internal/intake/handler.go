@@ -254,7 +254,7 @@ func (h *Handler) newRow(c *gin.Context, src *Source, eventID, key string, body 
 		BusinessKey: key,
 		Status:      callback.StatusPending,
 		Payload:     body,
-		Headers:     storedHeaders(c.Request.Header, src.stored),
+		Headers:     StoredHeaders(c.Request.Header, src.stored),
 		TraceID:     tracing.TraceID(c.Request.Context()),
 		ReceivedAt:  now.UTC().Truncate(time.Microsecond), // as stored
 	}
@@ -304,7 +304,8 @@ func WriteError(c *gin.Context, status int, reason string) {
 	c.Abort()
 }
 
-func storedHeaders(h http.Header, names []string) json.RawMessage {
+// StoredHeaders keeps the headers names of h, as stored with a callback.
+func StoredHeaders(h http.Header, names []string) json.RawMessage {
 	m := make(map[string]string, len(names))
 	for _, n := range names {
 		if v := h.Values(n); len(v) > 0 {

@@ -2,6 +2,7 @@ package intake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -43,27 +44,14 @@ func (h *Handler) presetCallback(c *gin.Context, src *Source, body []byte, now t
 	if h.overLimit(c, src) {
 		return
 	}
-	rows := make([]*callback.Log, len(cbs))
-	for i, cb := range cbs {
-		if err := checkIDs(cb); err != nil {
-			h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
-			return
-		}
-		event := cb.Event
-		if cb.Unreadable != "" {
-			// Signed and ours, but not readable: kept, so that nothing
-			// signed is lost, and FAILED with the reason by the worker.
-			event = callback.Unreadable{Reason: callback.Truncate(cb.Unreadable, 2000)}
-			h.Log.WarnContext(ctx, "intake: notification stored unreadable", "source", src.Config.Name, "event_id", cb.EventID,
-				"reason", cb.Unreadable)
-		}
-		normalized, err := callback.MarshalEvent(event)
-		if err != nil || len(normalized) > callback.MaxNormalizedBytes {
-			h.refuse(c, src, http.StatusBadRequest, "the notification's fields are too large", err)
-			return
-		}
-		rows[i] = h.newRow(c, src, cb.EventID, cb.BusinessKey, body, now)
-		rows[i].Normalized = normalized
+	template := h.newRow(c, src, "", "", body, now)
+	rows, err := PresetRows(template, cbs, func(cb platform.Callback) {
+		h.Log.WarnContext(ctx, "intake: notification stored unreadable", "source", src.Config.Name, "event_id", cb.EventID,
+			"reason", cb.Unreadable)
+	})
+	if err != nil {
+		h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
+		return
 	}
 	stored, err := h.insertAll(ctx, rows)
 	if err != nil {
@@ -76,6 +64,37 @@ func (h *Handler) presetCallback(c *gin.Context, src *Source, body []byte, now t
 	}
 	c.Set(ctxDuplicate, dup)
 	write(c, src.Platform.Accepted(stored))
+}
+
+// PresetRows makes the rows the intake stores of the callbacks a preset
+// read (from a notification, or, with template.Origin reconcile, from a
+// platform's answer to a query): one per callback, a copy of template
+// (source, kind, body, headers, trace, times) with the callback's event id,
+// business key and canonical event. A callback that is signed and ours but
+// unreadable is kept (FAILED with the reason by the worker) and reported to
+// unreadable. An error is a reason to refuse them all, nothing stored.
+func PresetRows(template *callback.Log, cbs []platform.Callback, unreadable func(platform.Callback)) ([]*callback.Log, error) {
+	rows := make([]*callback.Log, len(cbs))
+	for i, cb := range cbs {
+		if err := checkIDs(cb); err != nil {
+			return nil, err
+		}
+		event := cb.Event
+		if cb.Unreadable != "" {
+			event = callback.Unreadable{Reason: callback.Truncate(cb.Unreadable, 2000)}
+			if unreadable != nil {
+				unreadable(cb)
+			}
+		}
+		normalized, err := callback.MarshalEvent(event)
+		if err != nil || len(normalized) > callback.MaxNormalizedBytes {
+			return nil, errors.New("the notification's fields are too large")
+		}
+		row := *template
+		row.EventID, row.BusinessKey, row.Normalized = cb.EventID, cb.BusinessKey, normalized
+		rows[i] = &row
+	}
+	return rows, nil
 }
 
 // insertAll stores rows one after the other, in the request's order, so

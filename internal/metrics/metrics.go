@@ -64,6 +64,14 @@ type Metrics struct {
 	// told: succeeded (order.refunded), failed (order.refund_failed: a
 	// refund that failed or was reversed).
 	Refunds *prometheus.CounterVec
+	// ReconcileQueries counts the queries reconciliation made, by source
+	// and outcome (found, nothing, bad_signature, refused, unreachable,
+	// not_ours, store_failed); ReconcileFound the callbacks their answers
+	// stored, by kind (paid, closed, failed, refund); ReconcileGaveUp
+	// the orders given up on (unresolved).
+	ReconcileQueries *prometheus.CounterVec
+	ReconcileFound   *prometheus.CounterVec
+	ReconcileGaveUp  *prometheus.CounterVec
 }
 
 // New builds the series on a fresh registry, with Go and process collectors.
@@ -128,6 +136,10 @@ func New(process string) *Metrics {
 	m.PaymentExceptions = counter("payment_exceptions_total",
 		"Money that needs a person, as published in payment.exception notifications, by kind (paid_by_another, amount_mismatch, currency_mismatch, over_refund, reversal_of_paying_payment, paid_after_close).", "kind")
 	m.Refunds = counter("refunds_total", "Refunds counted (succeeded) or uncounted and failed (failed: it failed or was reversed), as published downstream.", "outcome")
+	m.ReconcileQueries = counter("reconcile_queries_total", "Reconciliation's queries to the platforms, by source and outcome.", "source", "outcome")
+	m.ReconcileFound = counter("reconcile_found_total",
+		"Callbacks reconciliation stored from a platform's answer (something no notification brought), by source and kind.", "source", "kind")
+	m.ReconcileGaveUp = counter("reconcile_gave_up_total", "Orders reconciliation gave up on, still UNPAID (unresolved), by source.", "source")
 	return m
 }
 

@@ -96,3 +96,39 @@ func TestMigration015RecordsPaidOrdersAndRollsBackSafely(t *testing.T) {
 	require.Equal(t, map[string]string{"OLD-PAID": "PAID", "OLD-HAND": "PAID", "OLD-UNPAID": "UNPAID", "OLD-FAILED": "FAILED",
 		"NEW-PART": "PAID", "NEW-FULL": "PAID", "NEW-CLOSED": "FAILED"}, status)
 }
+
+// TestMigration016KeepsWhatWasThere: migration 016 gives existing orders no
+// payment source (never asked about) and a creation time, and existing
+// callbacks the origin notify; its down migration removes only what it
+// added, and up again works.
+func TestMigration016KeepsWhatWasThere(t *testing.T) {
+	dsn := testenv.DB(t)
+	migrateTo(t, dsn, 15)
+	db, err := sql.Open("mysql", dsn)
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(`INSERT INTO orders (order_code, user_id, amount, currency) VALUES ('OLD-1', 7, 100, 'CNY')`)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO callback_log (source, kind, event_id, business_key, status, payload, trace_id, received_at)
+		VALUES ('wechatpay', 'payment', 'ev-old', 'OLD-1', 'SUCCESS', '{}', 't', '2026-11-30 10:00:00')`)
+	require.NoError(t, err)
+
+	migrateTo(t, dsn, 16)
+	var source sql.NullString
+	var created sql.NullString
+	require.NoError(t, db.QueryRow(`SELECT payment_source, created_at FROM orders WHERE order_code = 'OLD-1'`).Scan(&source, &created))
+	require.False(t, source.Valid, "an existing order has no payment source: never asked about")
+	require.True(t, created.Valid && created.String != "", "and a creation time")
+	var origin string
+	require.NoError(t, db.QueryRow(`SELECT origin FROM callback_log WHERE event_id = 'ev-old'`).Scan(&origin))
+	require.Equal(t, "notify", origin)
+	_, err = db.Exec(`INSERT INTO reconcile_orders (order_code, source, next_at, last_outcome, updated_at) VALUES ('OLD-1', 'wechatpay', NOW(6), 'nothing', NOW(6))`)
+	require.NoError(t, err)
+
+	migrateTo(t, dsn, 15)
+	var n int
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM orders o JOIN callback_log c ON c.business_key = o.order_code`).Scan(&n))
+	require.Equal(t, 1, n, "the order and its callback stay")
+	require.Error(t, db.QueryRow(`SELECT origin FROM callback_log`).Scan(&origin), "origin is gone")
+	migrateTo(t, dsn, 16)
+}

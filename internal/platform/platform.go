@@ -103,6 +103,22 @@ type Platform interface {
 	Refused(status int, reason string) Answer
 }
 
+// Answerer is a preset that reads its platform's answers to callgate's
+// queries about an order (reconciliation, internal/reconcile) into the
+// callbacks a notification of the same fact gives: the same canonical
+// event, for the worker's same rules. No callback: the answer says nothing
+// happened. An error: the answer is not this source's, or not about order,
+// and changes nothing.
+type Answerer interface {
+	ReadAnswer(order string, answer []byte) ([]Callback, error)
+}
+
+// AnswerVerifier checks a signature the platform put on an answer with
+// the keys the source verifies notifications with (WeChat Pay).
+type AnswerVerifier interface {
+	VerifyAnswer(serial, message, signature string) error
+}
+
 // Config is a preset source's keys and options (the `platform:` block of
 // a source). Which fields a preset uses is documented on the preset; a
 // field it does not use is refused.

@@ -189,6 +189,68 @@ func (p *wechatPay) interpret(body []byte) ([]Callback, error) {
 	return []Callback{{EventID: env.ID, BusinessKey: key, Event: ev}}, nil
 }
 
+// ReadAnswer maps WeChat Pay's answer to callgate's query about order
+// (GET /v3/pay/transactions/out-trade-no/{out_trade_no}?mchid=: the
+// transaction as plain JSON, its signature checked with VerifyAnswer) into
+// the callback a notification of that transaction gives, through the same
+// wechatTransaction: SUCCESS pays, and so does REFUND (it was paid, and
+// refunded since: the refund itself is the refund's notification's);
+// CLOSED closes the order; REVOKED and PAYERROR fail the payment. NOTPAY
+// and USERPAYING say nothing happened: no callback. The answer must be
+// this merchant's (mchid, and appid when the source names one) and about
+// order. Its event id is the query's own ("query:<order>:<state>[:<transaction>]"),
+// so asking again stores nothing twice, and a late notification of the
+// same payment is a callback of its own that finds the payment applied.
+func (p *wechatPay) ReadAnswer(order string, answer []byte) ([]Callback, error) {
+	obj, err := callback.ParseObject(answer)
+	if err != nil {
+		return nil, badRequest("the answer is not a JSON object")
+	}
+	if mchID, err := obj.Scalar("mchid"); err != nil || mchID != p.mchID {
+		return nil, foreign("mchid", mchID)
+	}
+	if appID, err := obj.Scalar("appid"); p.appID != "" && err == nil && appID != p.appID {
+		return nil, foreign("appid", appID)
+	}
+	if got, err := obj.Scalar("out_trade_no"); err != nil || got != order {
+		return nil, badRequest("the answer is about out_trade_no %q, not %q", truncate(got), truncate(order))
+	}
+	state, err := obj.Scalar("trade_state")
+	if err != nil {
+		return nil, badRequest("trade_state: %v", err)
+	}
+	id := "query:" + order + ":" + state
+	if txn, err := obj.Scalar("transaction_id"); err == nil && txn != "" {
+		id += ":" + txn
+	}
+	switch state {
+	case "NOTPAY", "USERPAYING":
+		return nil, nil
+	case "REFUND":
+		obj["trade_state"] = "SUCCESS"
+	}
+	ev, err := wechatTransaction(obj, id)
+	if err != nil {
+		return []Callback{unreadable(id, order, err)}, nil
+	}
+	if ev.Ignored != "" {
+		return nil, nil
+	}
+	return []Callback{{EventID: id, BusinessKey: order, Event: ev}}, nil
+}
+
+// VerifyAnswer checks a signature WeChat Pay put on an answer
+// (Wechatpay-Signature over message, by the key Wechatpay-Serial names)
+// with the keys the source verifies notifications with.
+func (p *wechatPay) VerifyAnswer(serial, message, sig string) error {
+	pub := p.keys.Lookup(strings.TrimSpace(serial))
+	if pub == nil {
+		return fmt.Errorf("%s %s names no configured WeChat Pay public key or platform certificate: %w",
+			wechatSerialHeader, strconv.Quote(truncate(serial)), signature.ErrMismatch)
+	}
+	return signature.VerifySHA256WithRSA(pub, []byte(message), sig)
+}
+
 // wechatTransaction maps a transaction resource: trade_state SUCCESS pays;
 // CLOSED closes the unpaid order; REVOKED (a payment-code payment taken
 // back) and PAYERROR fail the payment; any other state changes nothing

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"callgate/internal/outbox"
+	"callgate/internal/reconcile"
 )
 
 // Config configures the worker's background jobs: the file's scheduler
@@ -20,6 +21,9 @@ type Config struct {
 	Stuck        StuckConfig        `yaml:"stuck"`
 	Retention    RetentionConfig    `yaml:"retention"`
 	Gauges       GaugesConfig       `yaml:"gauges"`
+	// Reconcile asks the platforms about orders nothing was heard of
+	// (internal/reconcile).
+	Reconcile reconcile.Config `yaml:"reconcile"`
 }
 
 // CompensationConfig configures the re-announcement of PENDING callbacks
@@ -91,6 +95,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.Compensation = c.Compensation.WithDefaults()
 	c.OutboxRelay = c.OutboxRelay.WithDefaults()
+	c.Reconcile = c.Reconcile.WithDefaults()
 	if c.Stuck.Interval == 0 {
 		c.Stuck.Interval = StuckIntervalDefault
 	}
@@ -137,6 +142,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.OutboxRelay.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("outbox_relay: %w", err))
+	}
+	if err := c.Reconcile.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Retention.MaxAge < 0 || c.Retention.BatchSize < 1 || c.Stuck.BatchSize < 1 {
 		errs = append(errs, errors.New("retention: max_age must not be negative, batch sizes at least 1"))

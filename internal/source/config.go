@@ -66,7 +66,29 @@ type Config struct {
 	// configured JSON payment source that name none (a preset's events
 	// always do). Unset: such an event is FAILED "no currency".
 	PaymentCurrency string `yaml:"payment_currency"`
+	// Reconcile holds the merchant credentials callgate asks the
+	// source's platform with about orders it heard nothing of
+	// (internal/reconcile). Unset: the source is never asked.
+	Reconcile Reconcile `yaml:"reconcile"`
 }
+
+// Reconcile is how callgate signs its queries to a platform: the
+// merchant's own credentials, apart from the keys that verify what the
+// platform sends (those, in Platform, also verify its answers).
+type Reconcile struct {
+	// PrivateKeyFile is the merchant's API private key, PEM: WeChat Pay's
+	// merchant API key (WECHATPAY_MCH_PRIVATE_KEY_FILE).
+	PrivateKeyFile string `yaml:"private_key_file"`
+	// Serial is the serial number of WeChat Pay's merchant API
+	// certificate (WECHATPAY_MCH_SERIAL).
+	Serial string `yaml:"serial"`
+	// APIBase is the platform's API (WECHATPAY_API_BASE; default
+	// https://api.mch.weixin.qq.com).
+	APIBase string `yaml:"api_base"`
+}
+
+// Configured reports whether any credential is set.
+func (r Reconcile) Configured() bool { return r.PrivateKeyFile != "" || r.Serial != "" }
 
 // RateLimit is a token bucket.
 type RateLimit struct {

@@ -350,7 +350,7 @@ func (b *Batcher) canReturn() bool {
 // server answers each row's stored id, event id, trace id and received_at,
 // the stored row's for a duplicate.
 func (b *Batcher) execReturning(ctx context.Context, rows []*pendingInsert) error {
-	args := make([]any, 0, len(rows)*10)
+	args := make([]any, 0, len(rows)*insertArgCount)
 	type key struct{ source, event string }
 	byEvent := make(map[key]*pendingInsert, len(rows))
 	for _, p := range rows {
@@ -387,7 +387,7 @@ func (p *pendingInsert) mine(traceID string, received time.Time) bool {
 // exec runs the multi-row INSERT and returns how many rows it inserted
 // (a duplicate changes nothing and counts 0).
 func (b *Batcher) exec(ctx context.Context, rows []*pendingInsert) (int64, error) {
-	args := make([]any, 0, len(rows)*10)
+	args := make([]any, 0, len(rows)*insertArgCount)
 	for _, p := range rows {
 		args = insertArgs(args, p.row)
 	}

@@ -17,8 +17,8 @@ import (
 // one (insertArgs fills the placeholders in this order).
 const (
 	insertColumns = `INSERT INTO callback_log
- (source, kind, event_id, business_key, status, attempts, payload, normalized, headers, trace_id, received_at, next_attempt_at) VALUES `
-	insertValues = `(?, ?, ?, ?, 'PENDING', 0, ?, ?, ?, ?, ?, ?)`
+ (source, kind, event_id, business_key, status, attempts, payload, normalized, headers, trace_id, received_at, next_attempt_at, origin) VALUES `
+	insertValues = `(?, ?, ?, ?, 'PENDING', 0, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 // insertCallbackSQL writes a new PENDING row, or, for a (source, event_id)
@@ -58,6 +58,9 @@ func insertBatchSQL(n int) string {
 // selects, with the source.
 const returningSQL = ` RETURNING id, source, event_id, trace_id, received_at`
 
+// insertArgCount is how many values insertArgs appends per row.
+const insertArgCount = 11
+
 // insertArgs appends l's values in the order of insertValues.
 func insertArgs(args []any, l *callback.Log) []any {
 	var headers any
@@ -72,7 +75,11 @@ func insertArgs(args []any, l *callback.Log) []any {
 	if len(l.Normalized) > 0 {
 		normalized = []byte(l.Normalized)
 	}
-	return append(args, l.Source, l.Kind, l.EventID, l.BusinessKey, l.Payload, normalized, headers, l.TraceID, l.ReceivedAt, due)
+	origin := l.Origin
+	if origin == "" {
+		origin = callback.OriginNotify
+	}
+	return append(args, l.Source, l.Kind, l.EventID, l.BusinessKey, l.Payload, normalized, headers, l.TraceID, l.ReceivedAt, due, origin)
 }
 
 // InsertResult is what an intake insert answers.
@@ -103,7 +110,7 @@ func (s *Store) InsertCallback(ctx context.Context, l *callback.Log) (res Insert
 
 // insertCallback is InsertCallback without the replication check.
 func (s *Store) insertCallback(ctx context.Context, l *callback.Log) (InsertResult, error) {
-	res, err := s.execRetrying(ctx, insertCallbackSQL, insertArgs(make([]any, 0, 10), l)...)
+	res, err := s.execRetrying(ctx, insertCallbackSQL, insertArgs(make([]any, 0, insertArgCount), l)...)
 	if err != nil {
 		return InsertResult{}, fmt.Errorf("error inserting callback log: %w", translate(err))
 	}

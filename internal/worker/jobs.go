@@ -7,12 +7,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
 
 	"callgate/internal/broker"
+	"callgate/internal/intake"
 	"callgate/internal/metrics"
+	"callgate/internal/platform"
+	"callgate/internal/reconcile"
 	"callgate/internal/replay"
 	"callgate/internal/scheduler"
 	"callgate/internal/store"
@@ -23,7 +27,7 @@ const leaseName = "callgate-scheduler"
 
 // startJobs starts the fleet-wide jobs (one instance per tick, chosen by the
 // MySQL lease) and the per-instance gauges, and returns their stop func.
-func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.Topology, conn *broker.Connection, ann *broker.Announcer, m *metrics.Metrics, workerID string, logger *slog.Logger) (func(), error) {
+func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.Topology, conn *broker.Connection, ann *broker.Announcer, platforms map[string]platform.Platform, m *metrics.Metrics, workerID string, logger *slog.Logger) (func(), error) {
 	sc := set.Scheduler.WithDefaults()
 	elector := scheduler.NewElector(st, leaseName, workerID, sc.Lease)
 	comp := &scheduler.Compensation{Store: st, Announcer: ann, Threshold: sc.Compensation.Threshold, BatchSize: sc.Compensation.BatchSize,
@@ -44,7 +48,16 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 	gauges := &scheduler.Gauges{Store: st, Metrics: m, Sources: sources, Leader: elector.Leader,
 		UnroutedDepth: func() (int, error) { return topo.UnroutedDepth(conn) }}
 
+	recon, err := Reconciliation(ctx, set, st, platforms, intake.AnnounceNew(ann, logger), m, logger)
+	if err != nil {
+		return nil, err
+	}
+
 	fleet, err := scheduler.New(logger, m, []scheduler.Job{
+		{Name: "reconcile", Interval: sc.Reconcile.Interval, Run: func(ctx context.Context) error {
+			_, err := recon.RunOnce(ctx)
+			return err
+		}},
 		{Name: "compensation", Interval: sc.Compensation.Interval, Run: func(ctx context.Context) error {
 			_, err := comp.RunOnce(ctx)
 			return err
@@ -106,4 +119,49 @@ func serveMetrics(addr string, ln net.Listener, m *metrics.Metrics, logger *slog
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}, nil
+}
+
+// Reconciliation builds the job that asks the platforms about orders, with
+// every source whose platform has a query callgate uses and whose
+// credentials are set, and logs one line saying which are asked and why
+// the others are not.
+func Reconciliation(ctx context.Context, set Settings, st *store.Store, platforms map[string]platform.Platform,
+	announce func([]store.Inserted), m *metrics.Metrics, logger *slog.Logger) (*reconcile.Job, error) {
+	sc := set.Scheduler.WithDefaults()
+	job := &reconcile.Job{Config: sc.Reconcile, Store: st, Sources: map[string]*reconcile.Source{}, Announce: announce,
+		ReannounceAfter: sc.Compensation.Threshold, Log: logger,
+		Counted: func(src, outcome string) { m.ReconcileQueries.WithLabelValues(src, outcome).Inc() },
+		Found:   func(src, kind string) { m.ReconcileFound.WithLabelValues(src, kind).Inc() },
+		GaveUp:  func(src string) { m.ReconcileGaveUp.WithLabelValues(src).Inc() }}
+	var asked, notAsked []string
+	for _, s := range set.Sources {
+		plat := platforms[s.Name]
+		why := ""
+		switch {
+		case s.Preset == "":
+			why = "a configured source: no platform to ask"
+		case s.Disabled():
+			why = "disabled"
+		case s.Preset != "wechatpay-v3":
+			why = reconcile.NotAsked(s.Preset)
+		case !s.Reconcile.Configured():
+			why = "WECHATPAY_MCH_PRIVATE_KEY_FILE and WECHATPAY_MCH_SERIAL not set"
+		}
+		if why != "" {
+			notAsked = append(notAsked, s.Name+": "+why)
+			continue
+		}
+		verifier, _ := plat.(platform.AnswerVerifier)
+		answers, _ := plat.(platform.Answerer)
+		q, err := reconcile.NewWeChatPay(ctx, reconcile.WeChatPayConfig{MchID: s.Platform.MchID, PrivateKeyFile: s.Reconcile.PrivateKeyFile,
+			Serial: s.Reconcile.Serial, APIBase: s.Reconcile.APIBase, Verifier: verifier})
+		if err != nil || answers == nil {
+			return nil, fmt.Errorf("source %s: reconciliation: %w", s.Name, err)
+		}
+		job.Sources[s.Name] = &reconcile.Source{Name: s.Name, Kind: s.Kind, Querier: q, Answers: answers, Headers: plat.Headers()}
+		asked = append(asked, s.Name)
+	}
+	logger.Info("worker: reconciliation", "asks", strings.Join(asked, ", "), "does_not_ask", strings.Join(notAsked, "; "),
+		"after", sc.Reconcile.After.String(), "give_up", sc.Reconcile.GiveUp.String())
+	return job, nil
 }

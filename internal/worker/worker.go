@@ -127,7 +127,7 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 	relay.Start(context.WithoutCancel(ctx))
 	defer relay.Stop()
 
-	stopJobs, err := startJobs(ctx, set, st, topo, conn, ann, m, workerID, logger)
+	stopJobs, err := startJobs(ctx, set, st, topo, conn, ann, platforms, m, workerID, logger)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,376 @@
+// Package reconcile asks the platforms about what never arrived: an order
+// with a payment source whose reconciliation is configured, still UNPAID
+// scheduler.reconcile.after after it was created, is queried on the
+// platform's query API, then again on a backoff, until give_up, when it is
+// listed for on-call as unresolved. An answer that says something happened
+// is stored as a callback of that source with origin reconcile, the raw
+// answer kept, the canonical event made by the source's preset (its
+// Answerer, on the same mapping its notifications use), and processed by
+// the worker like any other: the same intake rows, the same rules. An
+// answer that says nothing happened stores nothing; one that fails its
+// signature, times out or is refused changes nothing and is counted.
+//
+// The job runs on the scheduler leader only (the fleet's lease), so each
+// order is asked once per step whatever the number of workers, and each
+// platform at most rate queries a second.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"callgate/internal/callback"
+	"callgate/internal/intake"
+	"callgate/internal/platform"
+	"callgate/internal/store"
+	"callgate/internal/tracing"
+)
+
+// Config is the file's scheduler.reconcile section.
+type Config struct {
+	// After is how long after its creation an order is first asked about.
+	// Env CALLGATE_RECONCILE_AFTER. Default 10m.
+	After time.Duration `yaml:"after"`
+	// Interval between the job's runs. Env CALLGATE_RECONCILE_INTERVAL.
+	// Default 1m.
+	Interval time.Duration `yaml:"interval"`
+	// GiveUp is how long after its creation an order stops being asked
+	// about (it is then unresolved). Default 48h.
+	GiveUp time.Duration `yaml:"give_up"`
+	// Backoff are the waits between one query and the next, the last
+	// repeated. Default 10m, 30m, 1h, 3h, 6h, 24h.
+	Backoff []time.Duration `yaml:"backoff"`
+	// Rate bounds the queries per second to each platform. Default 10.
+	Rate float64 `yaml:"rate"`
+	// BatchSize is how many due orders one run asks about at most.
+	// Default 200.
+	BatchSize int `yaml:"batch_size"`
+}
+
+// Config defaults.
+const (
+	AfterDefault     = 10 * time.Minute
+	IntervalDefault  = time.Minute
+	GiveUpDefault    = 48 * time.Hour
+	RateDefault      = 10
+	BatchSizeDefault = 200
+)
+
+// BackoffDefault is Config.Backoff when unset.
+var BackoffDefault = []time.Duration{10 * time.Minute, 30 * time.Minute, time.Hour, 3 * time.Hour, 6 * time.Hour, 24 * time.Hour}
+
+// WithDefaults fills unset fields.
+func (c Config) WithDefaults() Config {
+	if c.After <= 0 {
+		c.After = AfterDefault
+	}
+	if c.Interval <= 0 {
+		c.Interval = IntervalDefault
+	}
+	if c.GiveUp <= 0 {
+		c.GiveUp = GiveUpDefault
+	}
+	if len(c.Backoff) == 0 {
+		c.Backoff = BackoffDefault
+	}
+	if c.Rate <= 0 {
+		c.Rate = RateDefault
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = BatchSizeDefault
+	}
+	return c
+}
+
+// Validate reports settings that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	for i, d := range c.Backoff {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("scheduler.reconcile.backoff[%d]: must be positive", i))
+		}
+	}
+	if c.GiveUp > 0 && c.After > 0 && c.GiveUp <= c.After {
+		errs = append(errs, fmt.Errorf("scheduler.reconcile.give_up (%s) must be longer than after (%s)", c.GiveUp, c.After))
+	}
+	return errors.Join(errs...)
+}
+
+// wait is how long after its n-th query (n >= 1) an order is asked again.
+func (c Config) wait(n int) time.Duration { return c.Backoff[min(n, len(c.Backoff))-1] }
+
+// Answer is a platform's answer to a query, its signature verified.
+type Answer struct {
+	Body   []byte
+	Header http.Header
+	// NotFound: the platform knows no payment of the order (nothing
+	// happened yet).
+	NotFound bool
+}
+
+// Querier asks one platform about one order.
+type Querier interface {
+	Query(ctx context.Context, order string) (Answer, error)
+}
+
+// Errors a Querier wraps, naming the outcome.
+var (
+	// ErrBadSignature: the answer's signature did not hold.
+	ErrBadSignature = errors.New("the answer's signature did not hold")
+	// ErrRefused: the platform refused the query (4xx or 5xx).
+	ErrRefused = errors.New("the platform refused the query")
+)
+
+// Outcomes of a query (callgate_reconcile_queries_total{outcome}).
+const (
+	OutcomeFound        = "found"
+	OutcomeNothing      = "nothing"
+	OutcomeBadSignature = "bad_signature"
+	OutcomeRefused      = "refused"
+	OutcomeUnreachable  = "unreachable"
+	OutcomeNotOurs      = "not_ours"
+	OutcomeStoreFailed  = "store_failed"
+)
+
+// Source is one source whose platform is asked.
+type Source struct {
+	Name, Kind string
+	Querier    Querier
+	// Answers reads the platform's answers (the source's preset).
+	Answers platform.Answerer
+	// Headers are the answer headers stored with a callback.
+	Headers []string
+	limit   *rate.Limiter
+}
+
+// Job asks the platforms about the orders that are due.
+type Job struct {
+	Config  Config
+	Store   *store.Store
+	Sources map[string]*Source
+	// Announce announces stored callbacks (the intake's announcer).
+	Announce func([]store.Inserted)
+	// ReannounceAfter is when compensation announces a stored callback
+	// again (scheduler.compensation.threshold).
+	ReannounceAfter time.Duration
+	Log             *slog.Logger
+	// Counted is told each query's outcome, and each found callback's kind.
+	Counted func(source, outcome string)
+	Found   func(source, kind string)
+	GaveUp  func(source string)
+	Now     func() time.Time
+}
+
+func (j *Job) now() time.Time {
+	if j.Now != nil {
+		return j.Now()
+	}
+	return time.Now()
+}
+
+// Names lists the sources asked.
+func (j *Job) Names() []string {
+	out := make([]string, 0, len(j.Sources))
+	for n := range j.Sources {
+		out = append(out, n)
+	}
+	return out
+}
+
+// RunOnce asks about every due order (up to the batch size) and returns how
+// many it asked about.
+func (j *Job) RunOnce(ctx context.Context) (int, error) {
+	cfg := j.Config.WithDefaults()
+	now := j.now().UTC()
+	due, err := j.Store.DueReconciles(ctx, j.Names(), now.Add(-cfg.After), now, cfg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	asked := 0
+	for _, o := range due {
+		src := j.Sources[o.Source]
+		if src == nil {
+			continue
+		}
+		if src.limit == nil {
+			src.limit = rate.NewLimiter(rate.Limit(cfg.Rate), 1)
+		}
+		if err := src.limit.Wait(ctx); err != nil {
+			return asked, err
+		}
+		if _, err := j.ask(ctx, cfg, src, o); err != nil {
+			return asked, err
+		}
+		asked++
+	}
+	return asked, nil
+}
+
+// Report is what asking about one order gave.
+type Report struct {
+	Outcome string
+	// Answer is the platform's answer ("" when none came).
+	Answer string
+	// Stored are the callbacks it stored (duplicates included).
+	Stored []platform.Stored
+	// Err is why the query failed.
+	Err error
+	// NextAt is when the order is asked again; GaveUp: never.
+	NextAt time.Time
+	GaveUp bool
+}
+
+// Ask asks about one order now, whether due or not (worker reconcile
+// --order), and records it like a scheduled query.
+func (j *Job) Ask(ctx context.Context, order store.DueOrder) (Report, error) {
+	src := j.Sources[order.Source]
+	if src == nil {
+		return Report{}, fmt.Errorf("source %q is not reconciled (see the start-up line)", order.Source)
+	}
+	return j.ask(ctx, j.Config.WithDefaults(), src, order)
+}
+
+// ask queries one order, stores what its answer says happened, and records
+// where the order stands. Only the recording's failure is an error.
+func (j *Job) ask(ctx context.Context, cfg Config, src *Source, o store.DueOrder) (Report, error) {
+	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	ans, err := src.Querier.Query(qctx, o.Code)
+	cancel()
+	rep := Report{Err: err}
+	switch {
+	case errors.Is(err, ErrBadSignature):
+		rep.Outcome = OutcomeBadSignature
+	case errors.Is(err, ErrRefused):
+		rep.Outcome = OutcomeRefused
+	case err != nil:
+		rep.Outcome = OutcomeUnreachable
+	case ans.NotFound:
+		rep.Outcome = OutcomeNothing
+	default:
+		rep.Answer = string(ans.Body)
+		rep.Outcome, rep.Stored, rep.Err = j.store(ctx, src, o.Code, ans)
+	}
+	if j.Counted != nil {
+		j.Counted(src.Name, rep.Outcome)
+	}
+	if rep.Err != nil {
+		j.Log.Warn("reconcile: query changed nothing", "source", src.Name, "order", o.Code, "outcome", rep.Outcome, "error", rep.Err)
+	}
+	now := j.now().UTC()
+	res := store.ReconcileResult{Order: o.Code, Source: src.Name, Queries: o.Queries + 1, Outcome: rep.Outcome,
+		NextAt: now.Add(cfg.wait(o.Queries + 1))}
+	if rep.Err != nil {
+		res.Error = rep.Err.Error()
+	}
+	if len(rep.Stored) > 0 {
+		res.FoundLogID = rep.Stored[0].LogID
+	}
+	// The last query is at give_up; one then, or after, that found
+	// nothing leaves the order unresolved. (What was found is processed;
+	// if it leaves the order UNPAID, the order is asked again.)
+	deadline := o.CreatedAt.Add(cfg.GiveUp)
+	if res.NextAt.After(deadline) {
+		res.NextAt = deadline
+	}
+	if rep.Outcome != OutcomeFound && !now.Before(deadline) {
+		res.GaveUp = true
+		if j.GaveUp != nil {
+			j.GaveUp(src.Name)
+		}
+		j.Log.Warn("reconcile: gave up on an order: no payment found, on-call should look", "source", src.Name, "order", o.Code,
+			"queries", res.Queries, "outcome", rep.Outcome)
+	}
+	rep.NextAt, rep.GaveUp = res.NextAt, res.GaveUp
+	return rep, j.Store.RecordReconcile(ctx, res, now)
+}
+
+// queryTimeout bounds one query.
+const queryTimeout = 10 * time.Second
+
+// store turns a verified answer into the intake's rows, through the
+// source's preset, and stores and announces them.
+func (j *Job) store(ctx context.Context, src *Source, order string, ans Answer) (string, []platform.Stored, error) {
+	cbs, err := src.Answers.ReadAnswer(order, ans.Body)
+	if err != nil {
+		return OutcomeNotOurs, nil, err
+	}
+	if len(cbs) == 0 {
+		return OutcomeNothing, nil, nil
+	}
+	now := j.now().UTC().Truncate(time.Microsecond)
+	due := now.Add(j.ReannounceAfter)
+	template := &callback.Log{Source: src.Name, Kind: src.Kind, Status: callback.StatusPending, Payload: ans.Body,
+		Headers: intake.StoredHeaders(ans.Header, src.Headers), TraceID: tracing.TraceID(tracing.FromHeaders(ctx, nil)),
+		ReceivedAt: now, NextAttemptAt: &due,
+		Origin: callback.OriginReconcile}
+	rows, err := intake.PresetRows(template, cbs, func(cb platform.Callback) {
+		j.Log.Warn("reconcile: answer stored unreadable", "source", src.Name, "order", order, "event_id", cb.EventID, "reason", cb.Unreadable)
+	})
+	if err != nil {
+		return OutcomeNotOurs, nil, err
+	}
+	stored := make([]platform.Stored, 0, len(rows))
+	var fresh []store.Inserted
+	for i, row := range rows {
+		res, err := j.Store.InsertCallback(ctx, row)
+		if err != nil && !errors.Is(err, store.ErrNotReplicated) {
+			return OutcomeStoreFailed, stored, err
+		}
+		stored = append(stored, platform.Stored{LogID: res.ID, Duplicate: res.Duplicate})
+		if res.ID != 0 && !res.Duplicate {
+			fresh = append(fresh, store.Inserted{ID: res.ID, Kind: row.Kind, TraceID: row.TraceID})
+			if j.Found != nil {
+				j.Found(src.Name, foundKind(cbs[i]))
+			}
+		}
+	}
+	if len(fresh) > 0 && j.Announce != nil {
+		j.Announce(fresh)
+	}
+	j.Log.Info("reconcile: the platform's answer was stored", "source", src.Name, "order", order, "callbacks", len(stored), "new", len(fresh))
+	return OutcomeFound, stored, nil
+}
+
+// foundKind names what a found callback says: paid, closed, failed,
+// refund, unreadable.
+func foundKind(cb platform.Callback) string {
+	p, ok := cb.Event.(callback.PaymentEvent)
+	switch {
+	case cb.Unreadable != "":
+		return "unreadable"
+	case !ok:
+		return "other"
+	case p.Type == callback.TypeClose:
+		return "closed"
+	case p.Type == callback.TypeRefund:
+		return "refund"
+	case p.Status == callback.PaymentSuccess:
+		return "paid"
+	case p.Status == callback.PaymentFailed:
+		return "failed"
+	}
+	return "other"
+}
+
+// NotAsked says why a preset's platform is not asked (yet).
+func NotAsked(preset string) string {
+	switch preset {
+	case "alipay":
+		return "alipay.trade.query is not wired yet"
+	case "stripe":
+		return "the events list is not wired yet"
+	case "kuaidi100":
+		return "the real-time query is not wired yet"
+	case "adyen":
+		return "Adyen offers settlement reports, not a per-payment query"
+	case "shopify":
+		return "Shopify's orders are read back through the Admin API, which callgate does not use"
+	}
+	return "its platform has no query callgate uses"
+}
