@@ -6,6 +6,9 @@
 //	worker [-config PATH] tail [--routing-key PATTERN]
 //	                        print the notifications published downstream
 //	                        until Ctrl-C (worker tail -h)
+//	worker [-config PATH] reconcile --order CODE
+//	                        ask the order's platform now and print what it
+//	                        says and what was stored
 //
 // Every setting can also come from the environment (CALLGATE_CONFIG,
 // CALLGATE_MYSQL_DSN, CALLGATE_AMQP_URL, ...); see README.md.
@@ -50,7 +53,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	path := fs.String("config", config.PathFromEnv(), "config file (env "+config.EnvConfigPath+")")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: worker [-config PATH] [replay ... | tail ...]\n")
+		fmt.Fprintf(fs.Output(), "usage: worker [-config PATH] [replay ... | tail ... | reconcile --order CODE]\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -71,6 +74,16 @@ func run(args []string, stderr io.Writer) int {
 		defer stop()
 		downstream := broker.Topology{Prefix: cfg.AMQP.Prefix}.DownstreamExchange()
 		return tail.Command(ctx, fs.Args()[1:], cfg.AMQP.Nodes(), downstream, os.Stdout, stderr)
+	}
+	if fs.NArg() > 0 && fs.Arg(0) == "reconcile" {
+		cfg, err := config.Load(*path, kinds.Names())
+		if err != nil {
+			fmt.Fprintf(stderr, "worker: %s: %v\n", *path, err)
+			return 1
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return worker.ReconcileCommand(ctx, cfg.WorkerSettings(), kinds.Names(), fs.Args()[1:], os.Stdout, stderr, logging.New(cfg.Log, stderr))
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "worker: unknown subcommand %q\n", fs.Arg(0))

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"callgate/internal/callback"
 	"callgate/internal/config"
+	"callgate/internal/kinds"
 	"callgate/internal/payment"
 	"callgate/internal/reconcile"
 	"callgate/internal/store"
@@ -246,4 +248,38 @@ func TestReconcileTwoWorkersAskOnce(t *testing.T) {
 	for _, o := range orders {
 		require.Equal(t, 1, w.sim.Asked(o), o)
 	}
+}
+
+// TestWorkerReconcileOrder: `worker reconcile --order CODE` asks now, not
+// due or not, prints what WeChat Pay said and what was stored, and the
+// workers process it; an order without a payment source, or no --order,
+// is refused with the reason.
+func TestWorkerReconcileOrder(t *testing.T) {
+	w := startWeChatReconcile(t, reconcile.Config{After: time.Hour, Backoff: []time.Duration{time.Hour}})
+	const order, txn = "WX-RC-CLI", "4200000001202612039999999999"
+	w.sim.SetTransaction(order, wechatAnswer(txn, "SUCCESS", 100))
+	w.order(t, order, 100, time.Minute) // not due for an hour
+	run := func(args ...string) (int, string, string) {
+		var out, errOut strings.Builder
+		code := worker.ReconcileCommand(t.Context(), w.Cfg.WorkerSettings(), kinds.Names(), args, &out, &errOut, testenv.Logger(t, w.Cfg))
+		return code, out.String(), errOut.String()
+	}
+	code, out, errOut := run("--order", order)
+	require.Zero(t, code, "%s%s", out, errOut)
+	require.Contains(t, out, "order WX-RC-CLI, payment source wechatpay, query 1: found")
+	require.Contains(t, out, `"transaction_id":"`+txn+`"`, "the platform's answer")
+	require.Regexp(t, `stored as callback \d+ \(origin reconcile\)`, out)
+	w.waitStatus(t, order, payment.OrderPaid)
+
+	code, out, _ = run("--order", order)
+	require.Zero(t, code)
+	require.Contains(t, out, "already stored as callback", "asked again: the same answer, stored once")
+
+	w.CreateOrder(t, "WX-RC-NOSRC", 100, "CNY")
+	code, _, errOut = run("--order", "WX-RC-NOSRC")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "has no payment_source")
+	code, _, errOut = run()
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "usage: worker [-config PATH] reconcile --order CODE")
 }

@@ -150,3 +150,21 @@ WHERE r.gave_up_at IS NOT NULL AND o.payment_status = 'UNPAID' ORDER BY r.gave_u
 	}
 	return out, rows.Err()
 }
+
+// ReconcileOrder returns order as the reconciliation job sees it, due or
+// not (ErrNotFound: no such order; a "" Source: it has no payment source).
+func (s *Store) ReconcileOrder(ctx context.Context, order string) (DueOrder, error) {
+	var d DueOrder
+	var src sql.NullString
+	err := s.sql.QueryRowContext(ctx, `SELECT o.order_code, o.payment_source, o.created_at, COALESCE(r.queries, 0)
+FROM orders o LEFT JOIN reconcile_orders r ON r.order_code = o.order_code WHERE o.order_code = ?`, order).
+		Scan(&d.Code, &src, &d.CreatedAt, &d.Queries)
+	if errors.Is(err, sql.ErrNoRows) {
+		return d, ErrNotFound
+	}
+	if err != nil {
+		return d, fmt.Errorf("error reading order %s: %w", order, err)
+	}
+	d.Source = src.String
+	return d, nil
+}
