@@ -113,6 +113,12 @@ type Answerer interface {
 	ReadAnswer(order string, answer []byte) ([]Callback, error)
 }
 
+// ErrRefundedAnswer is an answer saying the order was paid and refunded
+// since, which does not say how much was refunded: applying it as a plain
+// payment would ship what may have been paid back in full, so nothing is
+// applied and the order is left to on-call.
+var ErrRefundedAnswer = errors.New("the platform says the order was paid and refunded since, without the refund's amount")
+
 // AnswerVerifier checks a signature the platform put on an answer with
 // the keys the source verifies notifications with (WeChat Pay).
 type AnswerVerifier interface {

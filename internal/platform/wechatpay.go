@@ -193,10 +193,10 @@ func (p *wechatPay) interpret(body []byte) ([]Callback, error) {
 // (GET /v3/pay/transactions/out-trade-no/{out_trade_no}?mchid=: the
 // transaction as plain JSON, its signature checked with VerifyAnswer) into
 // the callback a notification of that transaction gives, through the same
-// wechatTransaction: SUCCESS pays, and so does REFUND (it was paid, and
-// refunded since: the refund itself is the refund's notification's);
-// CLOSED closes the order; REVOKED and PAYERROR fail the payment. NOTPAY
-// and USERPAYING say nothing happened: no callback. The answer must be
+// wechatTransaction: SUCCESS pays; CLOSED closes the order; REVOKED and
+// PAYERROR fail the payment. NOTPAY and USERPAYING say nothing happened:
+// no callback. REFUND (paid, and refunded since, by how much it does not
+// say) is ErrRefundedAnswer: nothing is applied. The answer must be
 // this merchant's (mchid, and appid when the source names one) and about
 // order. Its event id is the query's own ("query:<order>:<state>[:<transaction>]"),
 // so asking again stores nothing twice, and a late notification of the
@@ -209,7 +209,8 @@ func (p *wechatPay) ReadAnswer(order string, answer []byte) ([]Callback, error) 
 	if mchID, err := obj.Scalar("mchid"); err != nil || mchID != p.mchID {
 		return nil, foreign("mchid", mchID)
 	}
-	if appID, err := obj.Scalar("appid"); p.appID != "" && err == nil && appID != p.appID {
+	// A transaction always carries its appid: one the source names binds.
+	if appID, err := obj.Scalar("appid"); p.appID != "" && (err != nil || appID != p.appID) {
 		return nil, foreign("appid", appID)
 	}
 	if got, err := obj.Scalar("out_trade_no"); err != nil || got != order {
@@ -227,7 +228,7 @@ func (p *wechatPay) ReadAnswer(order string, answer []byte) ([]Callback, error) 
 	case "NOTPAY", "USERPAYING":
 		return nil, nil
 	case "REFUND":
-		obj["trade_state"] = "SUCCESS"
+		return nil, ErrRefundedAnswer
 	}
 	ev, err := wechatTransaction(obj, id)
 	if err != nil {

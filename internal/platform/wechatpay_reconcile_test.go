@@ -2,6 +2,7 @@ package platform_test
 
 import (
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"callgate/internal/config"
 	"callgate/internal/kinds"
 	"callgate/internal/payment"
+	"callgate/internal/platform"
 	"callgate/internal/reconcile"
 	"callgate/internal/store"
 	"callgate/internal/testenv"
@@ -282,4 +284,66 @@ func TestWorkerReconcileOrder(t *testing.T) {
 	code, _, errOut = run()
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "usage: worker [-config PATH] reconcile --order CODE")
+}
+
+// TestReconcileWeChatPayRefundedMismatchAndForgedNotFound: a REFUND answer
+// (paid, refunded since, by how much unsaid) applies nothing and is its own
+// outcome; a found payment that leaves the order UNPAID (an amount that
+// does not match) is unresolved at give_up like one never found; an
+// ORDER_NOT_EXIST answer is believed only signed.
+func TestReconcileWeChatPayRefundedMismatchAndForgedNotFound(t *testing.T) {
+	w := startWeChatReconcile(t, reconcile.Config{After: time.Minute, GiveUp: time.Hour, Backoff: []time.Duration{time.Hour}})
+	w.sim.SetTransaction("WX-RC-REFUND", wechatAnswer("4200000001202612030000000002", "REFUND", 100))
+	w.sim.SetTransaction("WX-RC-MISMATCH", wechatAnswer("4200000001202612030000000003", "SUCCESS", 99))
+	w.order(t, "WX-RC-REFUND", 100, 2*time.Minute)
+	w.order(t, "WX-RC-MISMATCH", 100, 2*time.Hour) // this query is at give_up
+
+	st := w.state(t, "WX-RC-REFUND", func(s store.ReconcileState) bool { return s.Queries == 1 })
+	require.Equal(t, reconcile.OutcomeRefunded, st.LastOutcome)
+	require.Zero(t, st.FoundLogID, "nothing applied")
+	require.Equal(t, payment.OrderUnpaid, w.Order(t, "WX-RC-REFUND").PaymentStatus)
+
+	st = w.state(t, "WX-RC-MISMATCH", func(s store.ReconcileState) bool { return s.Queries == 1 })
+	require.Equal(t, reconcile.OutcomeFound, st.LastOutcome)
+	require.NotNil(t, st.GaveUpAt, "found, but the order is still unpaid at give_up: unresolved")
+	w.St.WaitStatus(t, st.FoundLogID, callback.StatusSuccess)
+	require.Equal(t, payment.OrderUnpaid, w.Order(t, "WX-RC-MISMATCH").PaymentStatus, "an amount that does not match pays nothing")
+	unresolved, err := w.St.Unresolved(t.Context(), 10)
+	require.NoError(t, err)
+	require.Len(t, unresolved, 1)
+	time.Sleep(300 * time.Millisecond)
+	require.Equal(t, 1, w.sim.Asked("WX-RC-MISMATCH"), "not asked again")
+
+	w.sim.SignWith(testenv.RSAKeys()[2])
+	w.order(t, "WX-RC-FORGED-404", 100, 2*time.Minute)
+	st = w.state(t, "WX-RC-FORGED-404", func(s store.ReconcileState) bool { return s.Queries == 1 })
+	require.Equal(t, reconcile.OutcomeBadSignature, st.LastOutcome, "a forged ORDER_NOT_EXIST: %s", st.LastError)
+}
+
+// TestWeChatPayAnswerIsBound: an answer is read only when it is this
+// merchant's (mchid, the source's appid) and about the order asked.
+func TestWeChatPayAnswerIsBound(t *testing.T) {
+	cfg := wechatKeyConfig()
+	cfg.AppID = "wxd678efh567hg6787"
+	p, err := platform.New("wechatpay-v3", cfg)
+	require.NoError(t, err)
+	ans := p.(platform.Answerer)
+	read := func(edit func(map[string]any)) error {
+		a := wechatAnswer("4200000001202612030000000004", "SUCCESS", 100)
+		a["mchid"], a["out_trade_no"] = wechatMchID, "WX-BOUND"
+		edit(a)
+		b, err := json.Marshal(a)
+		require.NoError(t, err)
+		cbs, err := ans.ReadAnswer("WX-BOUND", b)
+		if err == nil {
+			require.Len(t, cbs, 1)
+		}
+		return err
+	}
+	require.NoError(t, read(func(map[string]any) {}))
+	require.ErrorIs(t, read(func(a map[string]any) { a["mchid"] = "1900000109" }), platform.ErrForeignMerchant)
+	require.ErrorIs(t, read(func(a map[string]any) { a["appid"] = "wx0000000000000000" }), platform.ErrForeignMerchant)
+	require.ErrorIs(t, read(func(a map[string]any) { delete(a, "appid") }), platform.ErrForeignMerchant, "the source names an appid")
+	require.ErrorContains(t, read(func(a map[string]any) { a["out_trade_no"] = "WX-OTHER" }), "not \"WX-BOUND\"")
+	require.ErrorIs(t, read(func(a map[string]any) { a["trade_state"] = "REFUND" }), platform.ErrRefundedAnswer)
 }

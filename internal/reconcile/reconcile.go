@@ -136,6 +136,9 @@ const (
 	OutcomeUnreachable  = "unreachable"
 	OutcomeNotOurs      = "not_ours"
 	OutcomeStoreFailed  = "store_failed"
+	// OutcomeRefunded: the platform says the order was paid and refunded
+	// since, without saying how much: nothing is applied, on-call decides.
+	OutcomeRefunded = "refunded"
 )
 
 // Source is one source whose platform is asked.
@@ -188,7 +191,10 @@ func (j *Job) Names() []string {
 func (j *Job) RunOnce(ctx context.Context) (int, error) {
 	cfg := j.Config.WithDefaults()
 	now := j.now().UTC()
-	due, err := j.Store.DueReconciles(ctx, j.Names(), now.Add(-cfg.After), now, cfg.BatchSize)
+	// An order is asked last at give_up; one a day older than that was
+	// given up on (or its last query failed to be recorded: it is then
+	// never asked again, and never listed either).
+	due, err := j.Store.DueReconciles(ctx, j.Names(), now.Add(-cfg.GiveUp-24*time.Hour), now.Add(-cfg.After), now, cfg.BatchSize)
 	if err != nil {
 		return 0, err
 	}
@@ -278,7 +284,9 @@ func (j *Job) ask(ctx context.Context, cfg Config, src *Source, o store.DueOrder
 	if res.NextAt.After(deadline) {
 		res.NextAt = deadline
 	}
-	if rep.Outcome != OutcomeFound && !now.Before(deadline) {
+	// (A found answer that left the order UNPAID, an amount that does not
+	// match, say, is unresolved at give_up too.)
+	if !now.Before(deadline) {
 		res.GaveUp = true
 		if j.GaveUp != nil {
 			j.GaveUp(src.Name)
@@ -297,6 +305,9 @@ const queryTimeout = 10 * time.Second
 // source's preset, and stores and announces them.
 func (j *Job) store(ctx context.Context, src *Source, order string, ans Answer) (string, []platform.Stored, error) {
 	cbs, err := src.Answers.ReadAnswer(order, ans.Body)
+	if errors.Is(err, platform.ErrRefundedAnswer) {
+		return OutcomeRefunded, nil, err
+	}
 	if err != nil {
 		return OutcomeNotOurs, nil, err
 	}

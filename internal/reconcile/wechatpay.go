@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wechatpay-apiv3/wechatpay-go/core"
 	"github.com/wechatpay-apiv3/wechatpay-go/core/option"
@@ -26,9 +28,10 @@ const WeChatPayAPIBase = "https://api.mch.weixin.qq.com"
 // Wechatpay-Signature (timestamp window, then the signature, by the key
 // the source verifies notifications with).
 type WeChatPay struct {
-	client *core.Client
-	base   string
-	mchID  string
+	client   *core.Client
+	verifier platform.AnswerVerifier
+	base     string
+	mchID    string
 }
 
 // WeChatPayConfig is what asking WeChat Pay takes.
@@ -72,7 +75,7 @@ func NewWeChatPay(ctx context.Context, cfg WeChatPayConfig) (*WeChatPay, error) 
 	if err != nil {
 		return nil, fmt.Errorf("WeChat Pay client: %w", err)
 	}
-	return &WeChatPay{client: client, base: base, mchID: cfg.MchID}, nil
+	return &WeChatPay{client: client, verifier: cfg.Verifier, base: base, mchID: cfg.MchID}, nil
 }
 
 // Query asks GET /v3/pay/transactions/out-trade-no/{out_trade_no}?mchid=
@@ -84,7 +87,13 @@ func (w *WeChatPay) Query(ctx context.Context, order string) (Answer, error) {
 	var apiErr *core.APIError
 	switch {
 	case errors.As(err, &apiErr):
+		// The SDK checks the signature of 2xx answers only. WeChat Pay
+		// signs its errors too: "no such order" is believed only signed,
+		// or anyone on the path could silence reconciliation.
 		if apiErr.StatusCode == http.StatusNotFound && apiErr.Code == "ORDER_NOT_EXIST" {
+			if err := w.verifyError(apiErr); err != nil {
+				return Answer{}, fmt.Errorf("%w: the ORDER_NOT_EXIST answer: %w", ErrBadSignature, err)
+			}
 			return Answer{NotFound: true}, nil
 		}
 		return Answer{}, fmt.Errorf("%w: %d %s %s", ErrRefused, apiErr.StatusCode, apiErr.Code, apiErr.Message)
@@ -100,6 +109,22 @@ func (w *WeChatPay) Query(ctx context.Context, order string) (Answer, error) {
 		return Answer{}, err
 	}
 	return Answer{Body: body, Header: res.Response.Header}, nil
+}
+
+// verifyError checks WeChat Pay's signature on an error answer as the SDK
+// checks a 2xx one: the timestamp within 5 minutes, then
+// "<timestamp>\n<nonce>\n<body>\n" by the key Wechatpay-Serial names.
+func (w *WeChatPay) verifyError(e *core.APIError) error {
+	h := e.Header
+	ts, nonce, serial, sig := h.Get("Wechatpay-Timestamp"), h.Get("Wechatpay-Nonce"), h.Get("Wechatpay-Serial"), h.Get("Wechatpay-Signature")
+	if ts == "" || nonce == "" || serial == "" || sig == "" {
+		return errors.New("unsigned")
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || time.Since(time.Unix(sec, 0)).Abs() >= 5*time.Minute {
+		return fmt.Errorf("Wechatpay-Timestamp %q outside 5 minutes", ts)
+	}
+	return w.verifier.VerifyAnswer(serial, ts+"\n"+nonce+"\n"+e.Body+"\n", sig)
 }
 
 // maxAnswerBytes bounds a query answer kept.

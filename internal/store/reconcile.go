@@ -24,9 +24,11 @@ type DueOrder struct {
 }
 
 // DueReconciles returns up to limit orders still UNPAID whose payment
-// source is one of sources, created at or before createdBefore, never
-// asked about or due again at now and not given up on: oldest first.
-func (s *Store) DueReconciles(ctx context.Context, sources []string, createdBefore, now time.Time, limit int) ([]DueOrder, error) {
+// source is one of sources, created between createdAfter and
+// createdBefore, never asked about or due again at now and not given up
+// on: oldest first. (createdAfter keeps the orders given up on long ago
+// out of the index range walked.)
+func (s *Store) DueReconciles(ctx context.Context, sources []string, createdAfter, createdBefore, now time.Time, limit int) ([]DueOrder, error) {
 	if len(sources) == 0 {
 		return nil, nil
 	}
@@ -34,10 +36,10 @@ func (s *Store) DueReconciles(ctx context.Context, sources []string, createdBefo
 	for _, src := range sources {
 		args = append(args, src)
 	}
-	args = append(args, createdBefore, now, limit)
+	args = append(args, createdAfter, createdBefore, now, limit)
 	rows, err := s.sql.QueryContext(ctx, `SELECT o.order_code, o.payment_source, o.created_at, COALESCE(r.queries, 0)
 FROM orders o LEFT JOIN reconcile_orders r ON r.order_code = o.order_code
-WHERE o.payment_status = 'UNPAID' AND o.payment_source IN (?`+strings.Repeat(",?", len(sources)-1)+`) AND o.created_at <= ?
+WHERE o.payment_status = 'UNPAID' AND o.payment_source IN (?`+strings.Repeat(",?", len(sources)-1)+`) AND o.created_at >= ? AND o.created_at <= ?
   AND (r.order_code IS NULL OR (r.gave_up_at IS NULL AND r.next_at <= ?))
 ORDER BY o.created_at, o.order_code LIMIT ?`, args...)
 	if err != nil {

@@ -153,9 +153,12 @@ func Reconciliation(ctx context.Context, set Settings, st *store.Store, platform
 		}
 		verifier, _ := plat.(platform.AnswerVerifier)
 		answers, _ := plat.(platform.Answerer)
+		if verifier == nil || answers == nil {
+			return nil, fmt.Errorf("source %s: reconciliation: preset %s reads no query answers", s.Name, s.Preset)
+		}
 		q, err := reconcile.NewWeChatPay(ctx, reconcile.WeChatPayConfig{MchID: s.Platform.MchID, PrivateKeyFile: s.Reconcile.PrivateKeyFile,
 			Serial: s.Reconcile.Serial, APIBase: s.Reconcile.APIBase, Verifier: verifier})
-		if err != nil || answers == nil {
+		if err != nil {
 			return nil, fmt.Errorf("source %s: reconciliation: %w", s.Name, err)
 		}
 		job.Sources[s.Name] = &reconcile.Source{Name: s.Name, Kind: s.Kind, Querier: q, Answers: answers, Headers: plat.Headers()}
