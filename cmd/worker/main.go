@@ -64,7 +64,7 @@ func run(args []string, stderr io.Writer) int {
 		defer stop()
 		return admincli.Replay(ctx, fs.Args()[1:], os.Stdout, stderr)
 	}
-	if fs.NArg() > 0 && fs.Arg(0) == "tail" {
+	if sub := fs.Arg(0); sub == "tail" || sub == "reconcile" {
 		cfg, err := config.Load(*path, kinds.Names())
 		if err != nil {
 			fmt.Fprintf(stderr, "worker: %s: %v\n", *path, err)
@@ -72,18 +72,11 @@ func run(args []string, stderr io.Writer) int {
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
+		if sub == "reconcile" {
+			return worker.ReconcileCommand(ctx, cfg.WorkerSettings(), kinds.Names(), fs.Args()[1:], os.Stdout, stderr, logging.New(cfg.Log, stderr))
+		}
 		downstream := broker.Topology{Prefix: cfg.AMQP.Prefix}.DownstreamExchange()
 		return tail.Command(ctx, fs.Args()[1:], cfg.AMQP.Nodes(), downstream, os.Stdout, stderr)
-	}
-	if fs.NArg() > 0 && fs.Arg(0) == "reconcile" {
-		cfg, err := config.Load(*path, kinds.Names())
-		if err != nil {
-			fmt.Fprintf(stderr, "worker: %s: %v\n", *path, err)
-			return 1
-		}
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return worker.ReconcileCommand(ctx, cfg.WorkerSettings(), kinds.Names(), fs.Args()[1:], os.Stdout, stderr, logging.New(cfg.Log, stderr))
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "worker: unknown subcommand %q\n", fs.Arg(0))
