@@ -368,20 +368,3 @@ func foundKind(cb platform.Callback) string {
 	}
 	return "other"
 }
-
-// NotAsked says why a preset's platform is not asked (yet).
-func NotAsked(preset string) string {
-	switch preset {
-	case "alipay":
-		return "alipay.trade.query is not wired yet"
-	case "stripe":
-		return "the events list is not wired yet"
-	case "kuaidi100":
-		return "the real-time query is not wired yet"
-	case "adyen":
-		return "Adyen offers settlement reports, not a per-payment query"
-	case "shopify":
-		return "Shopify's orders are read back through the Admin API, which callgate does not use"
-	}
-	return "its platform has no query callgate uses"
-}

@@ -135,33 +135,15 @@ func Reconciliation(ctx context.Context, set Settings, st *store.Store, platform
 		GaveUp:  func(src string) { m.ReconcileGaveUp.WithLabelValues(src).Inc() }}
 	var asked, notAsked []string
 	for _, s := range set.Sources {
-		plat := platforms[s.Name]
-		why := ""
-		switch {
-		case s.Preset == "":
-			why = "a configured source: no platform to ask"
-		case s.Disabled():
-			why = "disabled"
-		case s.Preset != "wechatpay-v3":
-			why = reconcile.NotAsked(s.Preset)
-		case !s.Reconcile.Configured():
-			why = "WECHATPAY_MCH_PRIVATE_KEY_FILE and WECHATPAY_MCH_SERIAL not set"
-		}
-		if why != "" {
-			notAsked = append(notAsked, s.Name+": "+why)
-			continue
-		}
-		verifier, _ := plat.(platform.AnswerVerifier)
-		answers, _ := plat.(platform.Answerer)
-		if verifier == nil || answers == nil {
-			return nil, fmt.Errorf("source %s: reconciliation: preset %s reads no query answers", s.Name, s.Preset)
-		}
-		q, err := reconcile.NewWeChatPay(ctx, reconcile.WeChatPayConfig{MchID: s.Platform.MchID, PrivateKeyFile: s.Reconcile.PrivateKeyFile,
-			Serial: s.Reconcile.Serial, APIBase: s.Reconcile.APIBase, Verifier: verifier})
+		src, why, err := reconcile.ForSource(ctx, s, platforms[s.Name])
 		if err != nil {
 			return nil, fmt.Errorf("source %s: reconciliation: %w", s.Name, err)
 		}
-		job.Sources[s.Name] = &reconcile.Source{Name: s.Name, Kind: s.Kind, Querier: q, Answers: answers, Headers: plat.Headers()}
+		if src == nil {
+			notAsked = append(notAsked, s.Name+": "+why)
+			continue
+		}
+		job.Sources[s.Name] = src
 		asked = append(asked, s.Name)
 	}
 	logger.Info("worker: reconciliation", "asks", strings.Join(asked, ", "), "does_not_ask", strings.Join(notAsked, "; "),

@@ -1,0 +1,52 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+
+	"callgate/internal/platform"
+	"callgate/internal/source"
+)
+
+// ForSource decides whether source s (its preset plat) is asked, and builds
+// what asks it: a nil Source says why not.
+func ForSource(ctx context.Context, s source.Config, plat platform.Platform) (*Source, string, error) {
+	switch {
+	case s.Preset == "":
+		return nil, "a configured source: no platform to ask", nil
+	case s.Disabled():
+		return nil, "disabled", nil
+	case s.Preset != "wechatpay-v3":
+		return nil, notAsked(s.Preset), nil
+	case !s.Reconcile.Configured():
+		return nil, "WECHATPAY_MCH_PRIVATE_KEY_FILE and WECHATPAY_MCH_SERIAL not set", nil
+	}
+	verifier, _ := plat.(platform.AnswerVerifier)
+	answers, _ := plat.(platform.Answerer)
+	if verifier == nil || answers == nil {
+		return nil, "", errors.New("preset " + s.Preset + " reads no query answers")
+	}
+	q, err := NewWeChatPay(ctx, WeChatPayConfig{MchID: s.Platform.MchID, PrivateKeyFile: s.Reconcile.PrivateKeyFile,
+		Serial: s.Reconcile.Serial, APIBase: s.Reconcile.APIBase, Verifier: verifier})
+	if err != nil {
+		return nil, "", err
+	}
+	return &Source{Name: s.Name, Kind: s.Kind, Querier: q, Answers: answers, Headers: plat.Headers()}, "", nil
+}
+
+// notAsked says why a preset's platform is not asked (yet).
+func notAsked(preset string) string {
+	switch preset {
+	case "alipay":
+		return "alipay.trade.query is not wired yet"
+	case "stripe":
+		return "the events list is not wired yet"
+	case "kuaidi100":
+		return "the real-time query is not wired yet"
+	case "adyen":
+		return "Adyen offers settlement reports, not a per-payment query"
+	case "shopify":
+		return "Shopify's orders are read back through the Admin API, which callgate does not use"
+	}
+	return "its platform has no query callgate uses"
+}
