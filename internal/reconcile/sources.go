@@ -16,22 +16,49 @@ func ForSource(ctx context.Context, s source.Config, plat platform.Platform) (*S
 		return nil, "a configured source: no platform to ask", nil
 	case s.Disabled():
 		return nil, "disabled", nil
-	case s.Preset != "wechatpay-v3":
-		return nil, notAsked(s.Preset), nil
-	case !s.Reconcile.Configured():
-		return nil, "WECHATPAY_MCH_PRIVATE_KEY_FILE and WECHATPAY_MCH_SERIAL not set", nil
 	}
-	verifier, _ := plat.(platform.AnswerVerifier)
+	build, ok := builders[s.Preset]
+	if !ok {
+		return nil, notAsked(s.Preset), nil
+	}
+	if !s.Reconcile.Configured() {
+		return nil, build.unset, nil
+	}
 	answers, _ := plat.(platform.Answerer)
-	if verifier == nil || answers == nil {
+	if answers == nil {
 		return nil, "", errors.New("preset " + s.Preset + " reads no query answers")
+	}
+	src, err := build.new(ctx, s, plat)
+	if err != nil {
+		return nil, "", err
+	}
+	src.Name, src.Kind, src.Answers, src.Headers = s.Name, s.Kind, answers, plat.Headers()
+	return src, "", nil
+}
+
+// builder builds what asks one preset's platform; unset says why a source
+// with no credentials is not asked.
+type builder struct {
+	unset string
+	new   func(ctx context.Context, s source.Config, plat platform.Platform) (*Source, error)
+}
+
+// builders are the presets whose platform callgate asks.
+var builders = map[string]builder{
+	"wechatpay-v3": {"WECHATPAY_MCH_PRIVATE_KEY_FILE and WECHATPAY_MCH_SERIAL not set", newWeChatPaySource},
+}
+
+func newWeChatPaySource(ctx context.Context, s source.Config, plat platform.Platform) (*Source, error) {
+	verifier, _ := plat.(platform.AnswerVerifier)
+	if verifier == nil {
+		return nil, errors.New("preset " + s.Preset + " verifies no query answers")
 	}
 	q, err := NewWeChatPay(ctx, WeChatPayConfig{MchID: s.Platform.MchID, PrivateKeyFile: s.Reconcile.PrivateKeyFile,
 		Serial: s.Reconcile.Serial, APIBase: s.Reconcile.APIBase, Verifier: verifier})
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	return &Source{Name: s.Name, Kind: s.Kind, Querier: q, Answers: answers, Headers: plat.Headers()}, "", nil
+	return &Source{Querier: q}, nil
 }
 
 // notAsked says why a preset's platform is not asked (yet).

@@ -74,21 +74,36 @@ type Config struct {
 
 // Reconcile is how callgate signs its queries to a platform: the
 // merchant's own credentials, apart from the keys that verify what the
-// platform sends (those, in Platform, also verify its answers).
+// platform sends (those, in Platform, also verify its answers). Which
+// fields a preset reads is internal/reconcile's ForSource.
 type Reconcile struct {
 	// PrivateKeyFile is the merchant's API private key, PEM: WeChat Pay's
-	// merchant API key (WECHATPAY_MCH_PRIVATE_KEY_FILE).
+	// merchant API key (WECHATPAY_MCH_PRIVATE_KEY_FILE), Alipay's app
+	// private key (ALIPAY_APP_PRIVATE_KEY_FILE).
 	PrivateKeyFile string `yaml:"private_key_file"`
 	// Serial is the serial number of WeChat Pay's merchant API
 	// certificate (WECHATPAY_MCH_SERIAL).
 	Serial string `yaml:"serial"`
-	// APIBase is the platform's API (WECHATPAY_API_BASE; default
-	// https://api.mch.weixin.qq.com).
+	// APIKey is Stripe's secret API key (STRIPE_API_KEY, or
+	// STRIPE_API_KEY_FILE) or Kuaidi100's key (KUAIDI100_KEY).
+	APIKey string `yaml:"api_key"`
+	// Customer is Kuaidi100's customer id (KUAIDI100_CUSTOMER).
+	Customer string `yaml:"customer"`
+	// SilentFor is how long a waybill has been silent before Kuaidi100 is
+	// asked about it (KUAIDI100_SILENT_FOR; default 24h).
+	SilentFor time.Duration `yaml:"silent_for"`
+	// APIBase is the platform's API: WECHATPAY_API_BASE (default
+	// https://api.mch.weixin.qq.com), ALIPAY_GATEWAY_URL (default
+	// https://openapi.alipay.com/gateway.do), STRIPE_API_BASE (default
+	// https://api.stripe.com), KUAIDI100_API_BASE (default
+	// https://poll.kuaidi100.com).
 	APIBase string `yaml:"api_base"`
 }
 
 // Configured reports whether any credential is set.
-func (r Reconcile) Configured() bool { return r.PrivateKeyFile != "" || r.Serial != "" }
+func (r Reconcile) Configured() bool {
+	return r.PrivateKeyFile != "" || r.Serial != "" || r.APIKey != "" || r.Customer != ""
+}
 
 // RateLimit is a token bucket.
 type RateLimit struct {
