@@ -212,11 +212,15 @@ func alipayEvent(f Form) (callback.PaymentEvent, error) {
 // alipaySignedContent is what Alipay signs (rsaCheckV1): every parameter
 // but sign and sign_type, sorted by name, as k=v joined with '&', values
 // as decoded.
-func alipaySignedContent(f Form) []byte {
+func alipaySignedContent(f Form) []byte { return alipayContent(f, "sign", "sign_type") }
+
+// alipayContent is f's parameters but skip, sorted by name, as k=v joined
+// with '&'.
+func alipayContent(f Form, skip ...string) []byte {
 	keys := make([]string, 0, len(f))
 	n := 0
 	for k, v := range f {
-		if k == "sign" || k == "sign_type" {
+		if slices.Contains(skip, k) {
 			continue
 		}
 		keys = append(keys, k)

@@ -46,6 +46,7 @@ type builder struct {
 // builders are the presets whose platform callgate asks.
 var builders = map[string]builder{
 	"wechatpay-v3": {"WECHATPAY_MCH_PRIVATE_KEY_FILE and WECHATPAY_MCH_SERIAL not set", newWeChatPaySource},
+	"alipay":       {"ALIPAY_APP_PRIVATE_KEY_FILE not set", newAlipaySource},
 }
 
 func newWeChatPaySource(ctx context.Context, s source.Config, plat platform.Platform) (*Source, error) {
@@ -64,8 +65,6 @@ func newWeChatPaySource(ctx context.Context, s source.Config, plat platform.Plat
 // notAsked says why a preset's platform is not asked (yet).
 func notAsked(preset string) string {
 	switch preset {
-	case "alipay":
-		return "alipay.trade.query is not wired yet"
 	case "stripe":
 		return "the events list is not wired yet"
 	case "kuaidi100":
