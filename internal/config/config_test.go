@@ -374,10 +374,36 @@ func TestReconcileSettings(t *testing.T) {
 	require.Equal(t, 48*time.Hour, rc.GiveUp)
 	require.Equal(t, []time.Duration{10 * time.Minute, 30 * time.Minute, time.Hour, 3 * time.Hour, 6 * time.Hour, 24 * time.Hour}, rc.Backoff)
 	require.EqualValues(t, 10, rc.Rate)
+	bases := map[string]string{}
 	for _, s := range cfg.Sources {
-		if s.Name == "wechatpay" {
-			require.Equal(t, "https://api.mch.weixin.qq.com", s.Reconcile.APIBase)
-			require.False(t, s.Reconcile.Configured(), "not asked until its credentials are set")
+		if s.Reconcile.APIBase != "" {
+			bases[s.Name] = s.Reconcile.APIBase
+			require.False(t, s.Reconcile.Configured(), "%s: not asked until its credentials are set", s.Name)
+		}
+		if s.Name == "kuaidi100" {
+			require.Equal(t, 24*time.Hour, s.Reconcile.SilentFor)
+		}
+	}
+	require.Equal(t, "https://api.mch.weixin.qq.com", bases["wechatpay"])
+	require.Equal(t, "https://openapi.alipay.com/gateway.do", bases["alipay"])
+	require.Equal(t, "https://poll.kuaidi100.com", bases["kuaidi100"])
+
+	t.Setenv("ALIPAY_APP_PRIVATE_KEY_FILE", "/etc/callgate/alipay_app_key.pem")
+	t.Setenv("ALIPAY_GATEWAY_URL", "https://openapi-sandbox.dl.alipaydev.com/gateway.do")
+	t.Setenv("KUAIDI100_CUSTOMER", "C1")
+	t.Setenv("KUAIDI100_KEY", "K1")
+	t.Setenv("KUAIDI100_SILENT_FOR", "6h")
+	cfg, err = config.Load(path, kinds)
+	require.NoError(t, err)
+	for _, s := range cfg.Sources {
+		switch s.Name {
+		case "alipay":
+			require.Equal(t, "/etc/callgate/alipay_app_key.pem", s.Reconcile.PrivateKeyFile)
+			require.Equal(t, "https://openapi-sandbox.dl.alipaydev.com/gateway.do", s.Reconcile.APIBase)
+		case "kuaidi100":
+			require.Equal(t, "C1", s.Reconcile.Customer)
+			require.Equal(t, "K1", s.Reconcile.APIKey)
+			require.Equal(t, 6*time.Hour, s.Reconcile.SilentFor)
 		}
 	}
 

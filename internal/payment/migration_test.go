@@ -132,3 +132,31 @@ func TestMigration016KeepsWhatWasThere(t *testing.T) {
 	require.Error(t, db.QueryRow(`SELECT origin FROM callback_log`).Scan(&origin), "origin is gone")
 	migrateTo(t, dsn, 16)
 }
+
+// TestMigration018KeepsWhatWasThere: migration 018 gives existing
+// shipments no tracking source (never asked about); its down migration
+// removes only what it added, and up again works.
+func TestMigration018KeepsWhatWasThere(t *testing.T) {
+	dsn := testenv.DB(t)
+	migrateTo(t, dsn, 16)
+	db, err := sql.Open("mysql", dsn)
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(`INSERT INTO shipments (waybill_no, order_code, status, last_seq, updated_at) VALUES ('YT-OLD-1', 'ORD-OLD-1', 'IN_TRANSIT', 2, NOW(6))`)
+	require.NoError(t, err)
+
+	migrateTo(t, dsn, 18)
+	var source, carrier sql.NullString
+	require.NoError(t, db.QueryRow(`SELECT tracking_source, carrier_code FROM shipments WHERE waybill_no = 'YT-OLD-1'`).Scan(&source, &carrier))
+	require.False(t, source.Valid, "an existing shipment has no tracking source: never asked about")
+	require.False(t, carrier.Valid)
+	_, err = db.Exec(`INSERT INTO reconcile_waybills (waybill_no, source, next_at, last_outcome, updated_at) VALUES ('YT-OLD-1', 'kuaidi100', NOW(6), 'nothing', NOW(6))`)
+	require.NoError(t, err)
+
+	migrateTo(t, dsn, 16)
+	var status string
+	require.NoError(t, db.QueryRow(`SELECT status FROM shipments WHERE waybill_no = 'YT-OLD-1'`).Scan(&status))
+	require.Equal(t, "IN_TRANSIT", status, "the shipment stays")
+	require.Error(t, db.QueryRow(`SELECT tracking_source FROM shipments`).Scan(&source), "tracking_source is gone")
+	migrateTo(t, dsn, 18)
+}

@@ -84,11 +84,15 @@ func newKuaidi100(cfg Config) (Platform, error) {
 
 // kuaidi100Push is what callgate reads of param.
 type kuaidi100Push struct {
-	LastResult *struct {
-		State json.RawMessage   `json:"state"`
-		Nu    string            `json:"nu"`
-		Data  []json.RawMessage `json:"data"`
-	} `json:"lastResult"`
+	LastResult *kuaidi100Result `json:"lastResult"`
+}
+
+// kuaidi100Result is a waybill's snapshot: a push's lastResult, and the
+// real-time query's whole answer.
+type kuaidi100Result struct {
+	State json.RawMessage   `json:"state"`
+	Nu    string            `json:"nu"`
+	Data  []json.RawMessage `json:"data"`
 }
 
 // kuaidi100Checkpoint is one entry of lastResult.data.
@@ -149,6 +153,11 @@ func (p *kuaidi100) interpret(param string) ([]Callback, error) {
 	if r == nil {
 		return nil, badRequest("param: lastResult is missing")
 	}
+	return p.result(r)
+}
+
+// result maps a waybill's snapshot to its carrier event.
+func (p *kuaidi100) result(r *kuaidi100Result) ([]Callback, error) {
 	nu := strings.TrimSpace(r.Nu)
 	switch {
 	case nu == "":

@@ -141,10 +141,14 @@ const (
 	OutcomeRefunded = "refunded"
 )
 
-// Source is one source whose platform is asked.
+// Source is one source whose platform is asked: about orders (Querier)
+// or about silent waybills (Waybills, see waybills.go).
 type Source struct {
 	Name, Kind string
 	Querier    Querier
+	Waybills   WaybillQuerier
+	// SilentFor is how long a waybill is silent before it is asked about.
+	SilentFor time.Duration
 	// Answers reads the platform's answers (the source's preset).
 	Answers platform.Answerer
 	// Headers are the answer headers stored with a callback.
@@ -177,11 +181,13 @@ func (j *Job) now() time.Time {
 	return time.Now()
 }
 
-// Names lists the sources asked.
+// Names lists the sources asked about orders.
 func (j *Job) Names() []string {
 	out := make([]string, 0, len(j.Sources))
-	for n := range j.Sources {
-		out = append(out, n)
+	for n, src := range j.Sources {
+		if src.Querier != nil {
+			out = append(out, n)
+		}
 	}
 	return out
 }
@@ -204,10 +210,7 @@ func (j *Job) RunOnce(ctx context.Context) (int, error) {
 		if src == nil {
 			continue
 		}
-		if src.limit == nil {
-			src.limit = rate.NewLimiter(rate.Limit(cfg.Rate), 1)
-		}
-		if err := src.limit.Wait(ctx); err != nil {
+		if err := src.limiter(cfg).Wait(ctx); err != nil {
 			return asked, err
 		}
 		if _, err := j.ask(ctx, cfg, src, o); err != nil {
@@ -215,7 +218,16 @@ func (j *Job) RunOnce(ctx context.Context) (int, error) {
 		}
 		asked++
 	}
-	return asked, nil
+	n, err := j.runWaybills(ctx, cfg, now)
+	return asked + n, err
+}
+
+// limiter is src's bound on queries a second (one per platform source).
+func (src *Source) limiter(cfg Config) *rate.Limiter {
+	if src.limit == nil {
+		src.limit = rate.NewLimiter(rate.Limit(cfg.Rate), 1)
+	}
+	return src.limit
 }
 
 // Report is what asking about one order gave.
@@ -236,7 +248,7 @@ type Report struct {
 // --order), and records it like a scheduled query.
 func (j *Job) Ask(ctx context.Context, order store.DueOrder) (Report, error) {
 	src := j.Sources[order.Source]
-	if src == nil {
+	if src == nil || src.Querier == nil {
 		return Report{}, fmt.Errorf("source %q is not reconciled (see the start-up line)", order.Source)
 	}
 	return j.ask(ctx, j.Config.WithDefaults(), src, order)
@@ -352,9 +364,12 @@ func (j *Job) store(ctx context.Context, src *Source, order string, ans Answer) 
 // refund, unreadable.
 func foundKind(cb platform.Callback) string {
 	p, ok := cb.Event.(callback.PaymentEvent)
+	_, carrier := cb.Event.(callback.CarrierEvent)
 	switch {
 	case cb.Unreadable != "":
 		return "unreadable"
+	case carrier:
+		return "shipment"
 	case !ok:
 		return "other"
 	case p.Type == callback.TypeClose:

@@ -47,6 +47,7 @@ type builder struct {
 var builders = map[string]builder{
 	"wechatpay-v3": {"WECHATPAY_MCH_PRIVATE_KEY_FILE and WECHATPAY_MCH_SERIAL not set", newWeChatPaySource},
 	"alipay":       {"ALIPAY_APP_PRIVATE_KEY_FILE not set", newAlipaySource},
+	"kuaidi100":    {"KUAIDI100_CUSTOMER and KUAIDI100_KEY not set", newKuaidi100Source},
 }
 
 func newWeChatPaySource(ctx context.Context, s source.Config, plat platform.Platform) (*Source, error) {
@@ -67,8 +68,6 @@ func notAsked(preset string) string {
 	switch preset {
 	case "stripe":
 		return "the events list is not wired yet"
-	case "kuaidi100":
-		return "the real-time query is not wired yet"
 	case "adyen":
 		return "Adyen offers settlement reports, not a per-payment query"
 	case "shopify":

@@ -1,0 +1,101 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"callgate/internal/platform"
+	"callgate/internal/store"
+)
+
+// Waybills: a shipment whose tracking source's platform is asked (Kuaidi100),
+// not delivered, and silent (no new checkpoint) for the source's silent_for,
+// is asked about with the platform's real-time query; then again each
+// silent_for while it stays silent, until it has been silent for
+// silent_for + give_up. What the answer shows is stored and processed as
+// the push of the same snapshot would be (the same event id: a push of it
+// later is a duplicate); an answer that shows nothing new stores nothing.
+
+// WaybillQuerier asks one platform about one waybill.
+type WaybillQuerier interface {
+	QueryWaybill(ctx context.Context, w store.SilentWaybill) (Answer, error)
+}
+
+// SilentForDefault is a waybill source's silent_for when unset.
+const SilentForDefault = 24 * time.Hour
+
+// runWaybills asks about every silent waybill due (up to the batch size per
+// source) and returns how many it asked about.
+func (j *Job) runWaybills(ctx context.Context, cfg Config, now time.Time) (int, error) {
+	asked := 0
+	for _, src := range j.Sources {
+		if src.Waybills == nil {
+			continue
+		}
+		silent := src.SilentFor
+		if silent <= 0 {
+			silent = SilentForDefault
+		}
+		due, err := j.Store.SilentWaybills(ctx, []string{src.Name}, now.Add(-silent-cfg.GiveUp), now.Add(-silent), now, cfg.BatchSize)
+		if err != nil {
+			return asked, err
+		}
+		for _, w := range due {
+			if err := src.limiter(cfg).Wait(ctx); err != nil {
+				return asked, err
+			}
+			if _, err := j.askWaybill(ctx, src, silent, w); err != nil {
+				return asked, err
+			}
+			asked++
+		}
+	}
+	return asked, nil
+}
+
+// askWaybill queries one waybill, stores what its answer shows, and
+// records where the waybill stands. Only the recording's failure is an
+// error.
+func (j *Job) askWaybill(ctx context.Context, src *Source, silent time.Duration, w store.SilentWaybill) (Report, error) {
+	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	ans, err := src.Waybills.QueryWaybill(qctx, w)
+	cancel()
+	rep := Report{Err: err}
+	switch {
+	case errors.Is(err, ErrBadSignature):
+		rep.Outcome = OutcomeBadSignature
+	case errors.Is(err, ErrRefused):
+		rep.Outcome = OutcomeRefused
+	case err != nil:
+		rep.Outcome = OutcomeUnreachable
+	case ans.NotFound:
+		rep.Outcome = OutcomeNothing
+	default:
+		rep.Answer = string(ans.Body)
+		rep.Outcome, rep.Stored, rep.Err = j.store(ctx, src, w.WaybillNo, ans)
+		if rep.Outcome == OutcomeFound && !slices.ContainsFunc(rep.Stored, func(s platform.Stored) bool { return !s.Duplicate }) {
+			rep.Outcome = OutcomeNothing // the snapshot callgate already had
+		}
+	}
+	if j.Counted != nil {
+		j.Counted(src.Name, rep.Outcome)
+	}
+	if rep.Err != nil {
+		j.Log.Warn("reconcile: waybill query changed nothing", "source", src.Name, "waybill", w.WaybillNo, "outcome", rep.Outcome, "error", rep.Err)
+	}
+	now := j.now().UTC()
+	res := store.ReconcileResult{Order: w.WaybillNo, Source: src.Name, Queries: w.Queries + 1, Outcome: rep.Outcome, NextAt: now.Add(silent)}
+	if rep.Err != nil {
+		res.Error = rep.Err.Error()
+	}
+	for _, s := range rep.Stored {
+		if !s.Duplicate && s.LogID != 0 {
+			res.FoundLogID = s.LogID
+			break
+		}
+	}
+	rep.NextAt = res.NextAt
+	return rep, j.Store.RecordWaybill(ctx, res, now)
+}

@@ -1,0 +1,128 @@
+package platformsim
+
+import (
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Kuaidi100 is Kuaidi100's real-time query (实时快递查询, POST
+// /poll/query.do). A request is a form with customer, param (JSON: com,
+// num, phone, ...) and sign = UPPER(hex(MD5(param + key + customer))); a
+// wrong customer or sign is answered returnCode 503 (验证签名失败), a
+// waybill with no checkpoint 500 (查询无结果), a found one with its
+// snapshot (message ok, status 200, nu, com, state, data newest first).
+// Kuaidi100 signs no answer.
+type Kuaidi100 struct {
+	URL string
+
+	customer, key string
+
+	mu       sync.Mutex
+	waybills map[string]map[string]any
+	asked    map[string]int
+	params   []map[string]string
+	down     bool
+	refusals int
+}
+
+// StartKuaidi100 serves the query until the test ends for the account
+// customer whose key is key.
+func StartKuaidi100(t testing.TB, customer, key string) *Kuaidi100 {
+	t.Helper()
+	s := &Kuaidi100{customer: customer, key: key, waybills: map[string]map[string]any{}, asked: map[string]int{}}
+	srv := httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(srv.Close)
+	s.URL = srv.URL
+	return s
+}
+
+// SetSnapshot makes waybill's answer the snapshot of carrier com in state
+// with data (checkpoints, newest first).
+func (s *Kuaidi100) SetSnapshot(waybill, com, state string, data []map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	check := "0"
+	if state == "3" {
+		check = "1"
+	}
+	s.waybills[waybill] = map[string]any{"message": "ok", "nu": waybill, "ischeck": check, "condition": "00", "com": com,
+		"status": "200", "state": state, "data": data}
+}
+
+// Down makes every request fail at the connection (true) or be served.
+func (s *Kuaidi100) Down(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+}
+
+// Asked is how many signed queries waybill got.
+func (s *Kuaidi100) Asked(waybill string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.asked[waybill]
+}
+
+// Params are the signed queries' param objects.
+func (s *Kuaidi100) Params() []map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]map[string]string(nil), s.params...)
+}
+
+// Refusals counts requests refused for their sign.
+func (s *Kuaidi100) Refusals() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refusals
+}
+
+func (s *Kuaidi100) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	down := s.down
+	s.mu.Unlock()
+	if down {
+		hangUp(w)
+		return
+	}
+	if r.Method != http.MethodPost || r.URL.Path != "/poll/query.do" || r.ParseForm() != nil {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	param := r.PostForm.Get("param")
+	sum := md5.Sum([]byte(param + s.key + s.customer))
+	if r.PostForm.Get("customer") != s.customer || r.PostForm.Get("sign") != strings.ToUpper(hex.EncodeToString(sum[:])) {
+		s.mu.Lock()
+		s.refusals++
+		s.mu.Unlock()
+		writeJSON(w, map[string]any{"result": false, "returnCode": "503", "message": "验证签名失败"})
+		return
+	}
+	var p map[string]string
+	if err := json.Unmarshal([]byte(param), &p); err != nil || p["com"] == "" || p["num"] == "" {
+		writeJSON(w, map[string]any{"result": false, "returnCode": "400", "message": "找不到对应公司"})
+		return
+	}
+	s.mu.Lock()
+	s.asked[p["num"]]++
+	s.params = append(s.params, p)
+	snap, ok := s.waybills[p["num"]]
+	s.mu.Unlock()
+	if !ok || snap["com"] != p["com"] {
+		writeJSON(w, map[string]any{"result": false, "returnCode": "500", "message": "查询无结果，请隔段时间再查"})
+		return
+	}
+	writeJSON(w, snap)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
+	_, _ = w.Write(b)
+}
