@@ -92,6 +92,7 @@ func (h *Handler) Mount(r *gin.Engine) {
 	api.DELETE("/replays/:id", h.operator, h.apiCancel)
 	api.GET("/audit", h.apiAudit)
 	api.GET("/stats", h.apiStats)
+	api.GET("/reconcile/unresolved", h.apiUnresolved)
 }
 
 // bearer authenticates Authorization: Bearer <token>. A valid token is
@@ -175,7 +176,7 @@ func ParseTime(s string) (*time.Time, error) {
 // ParseListFilter reads the list query parameters (shared with the
 // console).
 func ParseListFilter(q func(string) string) (ListFilter, error) {
-	f := ListFilter{Status: q("status"), Source: q("source"), Kind: q("kind"), Key: q("key"), EventID: q("event_id")}
+	f := ListFilter{Status: q("status"), Source: q("source"), Kind: q("kind"), Key: q("key"), EventID: q("event_id"), Origin: q("origin")}
 	var err error
 	if f.Since, err = ParseTime(q("since")); err != nil {
 		return f, errors.New("since: want RFC 3339, e.g. 2026-01-02T00:00:00Z")
@@ -197,6 +198,9 @@ func ParseListFilter(q func(string) string) (ListFilter, error) {
 	case "", callback.StatusPending, callback.StatusSuccess, callback.StatusFailed:
 	default:
 		return f, errors.New("status: want PENDING, SUCCESS or FAILED")
+	}
+	if f.Origin != "" && !callback.KnownOrigin(f.Origin) {
+		return f, errors.New("origin: want notify or reconcile")
 	}
 	return f, nil
 }

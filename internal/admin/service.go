@@ -39,6 +39,9 @@ type ListFilter struct {
 	Until   *time.Time
 	Cursor  int64 // ids below this; 0 = from the newest
 	Limit   int
+	// Origin is callback.OriginNotify or callback.OriginReconcile ("":
+	// both).
+	Origin string
 }
 
 // Page is one page of a keyset-paginated list.
@@ -54,7 +57,7 @@ func (s *Service) List(ctx context.Context, f ListFilter) (Page, error) {
 		f.Limit = 50
 	}
 	rows, err := s.Store.ListCallbacks(ctx, store.CallbackFilter{Status: f.Status, Source: f.Source, Kind: f.Kind, Key: f.Key,
-		EventID: f.EventID, Since: f.Since, Until: f.Until}, f.Cursor, f.Limit+1)
+		EventID: f.EventID, Since: f.Since, Until: f.Until, Origin: f.Origin}, f.Cursor, f.Limit+1)
 	if err != nil {
 		return Page{}, err
 	}

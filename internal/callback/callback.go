@@ -65,6 +65,9 @@ const (
 	OriginReconcile = "reconcile"
 )
 
+// KnownOrigin reports whether s is one of the origins.
+func KnownOrigin(s string) bool { return s == OriginNotify || s == OriginReconcile }
+
 // Due reports whether a PENDING callback may run at now: not before the
 // backoff its last failed attempt set (an operator's replay clears it).
 func (l *Log) Due(now time.Time) bool { return l.RetryAfter == nil || !l.RetryAfter.After(now) }
@@ -96,13 +99,15 @@ type Summary struct {
 	ReceivedAt  time.Time  `json:"received_at"`
 	ProcessedAt *time.Time `json:"processed_at,omitempty"`
 	NextAttempt *time.Time `json:"next_attempt_at,omitempty"`
+	// Origin is OriginNotify or OriginReconcile.
+	Origin string `json:"origin"`
 }
 
 // Summarize returns l's summary.
 func Summarize(l *Log) Summary {
 	return Summary{ID: l.ID, Source: l.Source, Kind: l.Kind, EventID: l.EventID, BusinessKey: l.BusinessKey,
 		Status: string(l.Status), Attempts: l.Attempts, LastError: l.LastError, TraceID: l.TraceID,
-		ReceivedAt: l.ReceivedAt, ProcessedAt: l.ProcessedAt, NextAttempt: l.NextAttemptAt}
+		ReceivedAt: l.ReceivedAt, ProcessedAt: l.ProcessedAt, NextAttempt: l.NextAttemptAt, Origin: l.Origin}
 }
 
 // Truncate shortens s to at most n bytes, never splitting a UTF-8

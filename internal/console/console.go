@@ -1,8 +1,9 @@
 // Package console is the operators' web page under /admin/: a dashboard,
 // the callbacks with their payloads, attempts and lineage, single and bulk
-// replays, the audit trail. It is server-rendered HTML (html/template, so
-// every value is escaped for its context), with no inline script or style
-// (the CSP forbids both), every page usable without JavaScript. It shares
+// replays, the orders reconciliation gave up on, the audit trail. It is
+// server-rendered HTML (html/template, so every value is escaped for its
+// context), with no inline script or style (the CSP forbids both), every
+// page usable without JavaScript. It shares
 // its authentication (tokens, limiter, sessions) and services with the API
 // through *admin.Handler, and is served by the gateway.
 package console
@@ -84,6 +85,7 @@ func (h *Console) Mount(r *gin.Engine) {
 	g.GET("/replays/:id", h.jobPage)
 	g.POST("/replays/:id/cancel", h.operator, h.cancelJobPage)
 	g.GET("/audit", h.auditPage)
+	g.GET("/reconcile", h.reconcilePage)
 }
 
 // operator admits only sessions whose role may change rows; a viewer gets

@@ -113,13 +113,13 @@ func newDashboardView(st *admin.Stats) dashboardView {
 
 // listForm is the list filter as typed, to show it back.
 type listForm struct {
-	Status, Source, Kind, Key, EventID, Since, Until, Limit, Cursor string
+	Status, Source, Kind, Key, EventID, Since, Until, Limit, Cursor, Origin string
 }
 
 func (f listForm) values() url.Values {
 	v := url.Values{}
 	for k, s := range map[string]string{"status": f.Status, "source": f.Source, "kind": f.Kind, "key": f.Key,
-		"event_id": f.EventID, "since": f.Since, "until": f.Until, "limit": f.Limit} {
+		"event_id": f.EventID, "since": f.Since, "until": f.Until, "limit": f.Limit, "origin": f.Origin} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -130,7 +130,9 @@ func (f listForm) values() url.Values {
 type listView struct {
 	Form     listForm
 	Statuses []string
-	Items    []callback.Summary
+	// Origins are the origin select's choices.
+	Origins []string
+	Items   []callback.Summary
 	// Older is the next page's URL, Newest the first page's (when not on
 	// it).
 	Older, Newest string
@@ -140,8 +142,9 @@ type listView struct {
 func (h *Console) callbacksPage(c *gin.Context) {
 	q := func(k string) string { return strings.TrimSpace(c.Query(k)) }
 	form := listForm{Status: q("status"), Source: q("source"), Kind: q("kind"), Key: q("key"), EventID: q("event_id"),
-		Since: q("since"), Until: q("until"), Limit: q("limit"), Cursor: q("cursor")}
-	lv := listView{Form: form, Statuses: callbackStatuses, Searched: len(form.values()) > 0}
+		Since: q("since"), Until: q("until"), Limit: q("limit"), Cursor: q("cursor"), Origin: q("origin")}
+	lv := listView{Form: form, Statuses: callbackStatuses, Origins: []string{callback.OriginNotify, callback.OriginReconcile},
+		Searched: len(form.values()) > 0}
 	v := &view{Title: "Callbacks", Nav: "callbacks", Page: &lv}
 	f, err := admin.ParseListFilter(func(k string) string {
 		switch k {
@@ -514,4 +517,29 @@ func auditLink(target string) string {
 		return "/admin/callbacks/" + target
 	}
 	return ""
+}
+
+// --- reconciliation ---
+
+type reconcileView struct {
+	U *admin.Unresolved
+	// More: the limit cut the list (U.Count is more than shown).
+	More bool
+}
+
+// reconcilePage lists the orders reconciliation gave up on that are still
+// UNPAID, each with a link to its callbacks.
+func (h *Console) reconcilePage(c *gin.Context) {
+	limit, err := admin.ParseUnresolvedLimit(strings.TrimSpace(c.Query("limit")))
+	if err != nil {
+		h.renderError(c, http.StatusBadRequest, err.Error())
+		return
+	}
+	u, err := h.Service.Unresolved(c.Request.Context(), limit)
+	if err != nil {
+		h.pageFail(c, err)
+		return
+	}
+	h.render(c, http.StatusOK, "reconcile", &view{Title: "Reconciliation", Nav: "reconcile",
+		Page: reconcileView{U: u, More: u.Count > int64(len(u.Orders))}})
 }

@@ -25,6 +25,10 @@ type CallbackFilter struct {
 	// ErrorContains matches last_error literally (no wildcards).
 	ErrorContains string
 	IDs           []int64
+	// Origin is callback.OriginNotify or callback.OriginReconcile. No
+	// index leads with it: alone it walks the ids newest first until the
+	// page is full.
+	Origin string
 }
 
 func (f CallbackFilter) scope(q *gorm.DB) *gorm.DB {
@@ -56,12 +60,15 @@ func (f CallbackFilter) scope(q *gorm.DB) *gorm.DB {
 	if len(f.IDs) > 0 {
 		q = q.Where("id IN ?", f.IDs)
 	}
+	if f.Origin != "" {
+		q = q.Where("origin = ?", f.Origin)
+	}
 	return q
 }
 
 // summaryColumns are what a list shows: everything but the bodies.
 var summaryColumns = []string{"id", "source", "kind", "event_id", "business_key", "status", "attempts", "last_error", "trace_id",
-	"received_at", "processed_at", "next_attempt_at"}
+	"received_at", "processed_at", "next_attempt_at", "origin"}
 
 // ListCallbacks returns up to limit callbacks matching f with an id below
 // beforeID (0: from the newest), newest first, without their bodies:

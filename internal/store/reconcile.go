@@ -153,6 +153,18 @@ WHERE r.gave_up_at IS NOT NULL AND o.payment_status = 'UNPAID' ORDER BY r.gave_u
 	return out, rows.Err()
 }
 
+// CountUnresolved counts the orders Unresolved lists, without a limit.
+func (s *Store) CountUnresolved(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.sql.QueryRowContext(ctx, `SELECT COUNT(*)
+FROM reconcile_orders r JOIN orders o ON o.order_code = r.order_code
+WHERE r.gave_up_at IS NOT NULL AND o.payment_status = 'UNPAID'`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("error counting unresolved orders: %w", err)
+	}
+	return n, nil
+}
+
 // ReconcileOrder returns order as the reconciliation job sees it, due or
 // not (ErrNotFound: no such order; a "" Source: it has no payment source).
 func (s *Store) ReconcileOrder(ctx context.Context, order string) (DueOrder, error) {
