@@ -15,11 +15,13 @@ import (
 	"callgate/internal/intake"
 	"callgate/internal/kinds"
 	"callgate/internal/metrics"
+	"callgate/internal/platform"
 	"callgate/internal/profiling"
 	"callgate/internal/replay"
 	"callgate/internal/source"
 	"callgate/internal/store"
 	"callgate/internal/tracing"
+	"callgate/internal/wechatcerts"
 )
 
 // announceDrain bounds how long a stopping gateway keeps publishing the
@@ -107,6 +109,14 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 	defer func() { _ = spans.Shutdown(context.WithoutCancel(ctx)) }()
 
 	m := metrics.New("gateway")
+	// WeChat Pay platform certificates renew themselves in the background
+	// (a source with certificates and the merchant's credentials): the
+	// start never waits for WeChat Pay.
+	certsCtx, stopCerts := context.WithCancel(ctx)
+	defer stopCerts()
+	if _, err := wechatcerts.Start(certsCtx, cfg.Sources, presetsOf(sources), log, m); err != nil {
+		return err
+	}
 	topo := broker.NewTopology(cfg.AMQP, kinds.Names())
 	mq := broker.Start(cfg.AMQP, "callgate-gateway", topo, announceDrain, m.BrokerReconnects.Inc, log)
 	defer mq.Stop()
@@ -301,6 +311,17 @@ func masks(sources []source.Config) map[string][]string {
 	for _, s := range sources {
 		if len(s.MaskFields) > 0 {
 			out[s.Name] = s.MaskFields
+		}
+	}
+	return out
+}
+
+// presetsOf is the preset of each source that has one, by name.
+func presetsOf(sources map[string]*intake.Source) map[string]platform.Platform {
+	out := map[string]platform.Platform{}
+	for name, s := range sources {
+		if s.Platform != nil {
+			out[name] = s.Platform
 		}
 	}
 	return out

@@ -72,6 +72,13 @@ type Metrics struct {
 	ReconcileQueries *prometheus.CounterVec
 	ReconcileFound   *prometheus.CounterVec
 	ReconcileGaveUp  *prometheus.CounterVec
+	// WeChatPayCertRefreshes counts the downloads of WeChat Pay's
+	// platform certificates (/v3/certificates), by source and outcome
+	// (ok, unreachable, refused, bad_signature, invalid);
+	// WeChatPayCertsHeld is the number of platform certificates a source
+	// verifies with (configured, and downloaded not expired).
+	WeChatPayCertRefreshes *prometheus.CounterVec
+	WeChatPayCertsHeld     *prometheus.GaugeVec
 }
 
 // New builds the series on a fresh registry, with Go and process collectors.
@@ -140,6 +147,10 @@ func New(process string) *Metrics {
 	m.ReconcileFound = counter("reconcile_found_total",
 		"Callbacks reconciliation stored from a platform's answer (something no notification brought), by source and kind.", "source", "kind")
 	m.ReconcileGaveUp = counter("reconcile_gave_up_total", "Orders reconciliation gave up on, still UNPAID (unresolved), by source.", "source")
+	m.WeChatPayCertRefreshes = counter("wechatpay_certificates_refresh_total",
+		"Downloads of WeChat Pay's platform certificates (/v3/certificates), by source and outcome (ok, unreachable, refused, bad_signature, invalid); a failed one keeps the certificates held.", "source", "outcome")
+	m.WeChatPayCertsHeld = gaugeVec("wechatpay_certificates_held",
+		"WeChat Pay platform certificates a source verifies with: the configured ones and the downloaded ones not expired.", "source")
 	return m
 }
 

@@ -31,6 +31,9 @@ import (
 // public_keys ({id, key}: the WeChat Pay public key and its id) and/or
 // certificates (PEM bundles of platform certificates): during a switch
 // from certificates to the public key, or a rotation, configure both.
+// With certificates and the merchant's credentials, the platform
+// certificates are also downloaded and renewed while the source serves
+// (PlatformCertificates, wechatpay_certs.go; internal/wechatcerts).
 // Merchant: mchid (required) must match the decrypted resource's mchid,
 // and app_id, when set, its appid; another merchant's notification is
 // refused (403) and not stored.
@@ -38,7 +41,7 @@ import (
 // {"code":"FAIL","message":...}, after which WeChat Pay resends
 // (15s/15s/30s/3m/10m/20m/30m/30m/30m/60m/3h/3h/3h/6h/6h).
 type wechatPay struct {
-	keys      *signature.KeyRing
+	keys      *wechatKeys // the configured keys and the downloaded platform certificates (wechatpay_certs.go)
 	aes       *AESGCM
 	tolerance time.Duration
 	mchID     string
@@ -60,8 +63,8 @@ const (
 )
 
 func newWeChatPay(cfg Config) (Platform, error) {
-	ring, errs := publicKeyRing(cfg.PublicKeys, cfg.Certificates, true)
-	if len(errs) == 0 && ring.Len() == 0 {
+	ring, errs := newWeChatKeys(cfg.PublicKeys, cfg.Certificates)
+	if len(errs) == 0 && ring.len() == 0 {
 		errs = append(errs, fieldErr("public_keys", errors.New("at least one WeChat Pay public key (or a platform certificate under certificates) is required")))
 	}
 	var aes *AESGCM
@@ -244,7 +247,7 @@ func (p *wechatPay) ReadAnswer(order string, answer []byte) ([]Callback, error) 
 // (Wechatpay-Signature over message, by the key Wechatpay-Serial names)
 // with the keys the source verifies notifications with.
 func (p *wechatPay) VerifyAnswer(serial, message, sig string) error {
-	pub := p.keys.Lookup(strings.TrimSpace(serial))
+	pub := p.keys.lookup(strings.TrimSpace(serial), time.Now())
 	if pub == nil {
 		return fmt.Errorf("%s %s names no configured WeChat Pay public key or platform certificate: %w",
 			wechatSerialHeader, strconv.Quote(truncate(serial)), signature.ErrMismatch)
@@ -391,7 +394,7 @@ func (p *wechatPay) verify(req Request) error {
 	if strings.HasPrefix(sig, wechatProbePrefix) {
 		return errWeChatProbe
 	}
-	pub := p.keys.Lookup(serial)
+	pub := p.keys.lookup(serial, req.Now)
 	if pub == nil {
 		return fmt.Errorf("%s %s names no configured WeChat Pay public key or platform certificate: %w",
 			wechatSerialHeader, strconv.Quote(truncate(serial)), signature.ErrMismatch)

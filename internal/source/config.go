@@ -98,6 +98,10 @@ type Reconcile struct {
 	// https://api.stripe.com), KUAIDI100_API_BASE (default
 	// https://poll.kuaidi100.com).
 	APIBase string `yaml:"api_base"`
+	// CertificatesRefresh is how often WeChat Pay's platform certificates
+	// are downloaded (internal/wechatcerts; default 12h). Not read from
+	// the file: the tests shorten it.
+	CertificatesRefresh time.Duration `yaml:"-"`
 }
 
 // Configured reports whether any credential is set.

@@ -24,6 +24,7 @@ import (
 	"callgate/internal/source"
 	"callgate/internal/store"
 	"callgate/internal/tracing"
+	"callgate/internal/wechatcerts"
 )
 
 // Options are what tests may change beyond the config.
@@ -102,6 +103,13 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 			}
 			platforms[s.Name] = p
 		}
+	}
+	// The query answers are verified with the same keys as the gateway's
+	// notifications: renewed WeChat Pay platform certificates included.
+	certsCtx, stopCerts := context.WithCancel(ctx)
+	defer stopCerts()
+	if _, err := wechatcerts.Start(certsCtx, set.Sources, platforms, logger, m); err != nil {
+		return err
 	}
 	proc := &Processor{
 		Store:           st,

@@ -32,7 +32,8 @@ import (
 // "GET\n<path?query>\n<timestamp>\n<nonce>\n\n", within 5 minutes; else
 // 401 SIGN_ERROR. Answers are signed like notifications: Wechatpay-Serial
 // (the public key's id), -Timestamp, -Nonce, -Signature over
-// "<timestamp>\n<nonce>\n<body>\n".
+// "<timestamp>\n<nonce>\n<body>\n". GET /v3/certificates, the platform
+// certificates download, is wechatpay_certs.go's.
 type WeChatPay struct {
 	URL string
 
@@ -48,6 +49,11 @@ type WeChatPay struct {
 	down     bool
 	badSig   *rsa.PrivateKey
 	refusals int
+
+	// GET /v3/certificates (wechatpay_certs.go)
+	apiv3Key  string
+	certs     []string // PEM
+	downloads int
 }
 
 // StartWeChatPay serves the API until the test ends: merchant mchID's API
@@ -124,6 +130,10 @@ func (s *WeChatPay) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "down", http.StatusServiceUnavailable)
 		return
 	}
+	if r.URL.Path == certificatesPath {
+		s.serveCertificates(w, r)
+		return
+	}
 	const prefix = "/v3/pay/transactions/out-trade-no/"
 	if r.Method != http.MethodGet || !strings.HasPrefix(r.URL.Path, prefix) {
 		s.answer(w, http.StatusNotFound, map[string]any{"code": "NOT_FOUND", "message": "no such API"})
@@ -195,7 +205,7 @@ func (s *WeChatPay) answer(w http.ResponseWriter, status int, v any) {
 	body, _ := json.Marshal(v)
 	ts, nonce := strconv.FormatInt(time.Now().Unix(), 10), rand.Text()
 	s.mu.Lock()
-	key := s.platform
+	key, keyID := s.platform, s.keyID
 	if s.badSig != nil {
 		key = s.badSig
 	}
@@ -205,7 +215,7 @@ func (s *WeChatPay) answer(w http.ResponseWriter, status int, v any) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Request-ID", rand.Text())
-	h.Set("Wechatpay-Serial", s.keyID)
+	h.Set("Wechatpay-Serial", keyID)
 	h.Set("Wechatpay-Timestamp", ts)
 	h.Set("Wechatpay-Nonce", nonce)
 	h.Set("Wechatpay-Signature", base64.StdEncoding.EncodeToString(sig))
