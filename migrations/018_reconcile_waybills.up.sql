@@ -7,10 +7,12 @@ ALTER TABLE shipments
     ADD COLUMN tracking_source VARCHAR(64) NULL,
     ADD COLUMN carrier_code    VARCHAR(32) NULL,
     ADD COLUMN carrier_phone   VARCHAR(32) NULL,
-    ADD KEY ix_shipments_silent (tracking_source, updated_at);
+    ADD KEY ix_shipments_silent (tracking_source, updated_at, status);
 
 -- One row per waybill asked about: when it is asked next, how often it
--- was, and what the last answer was.
+-- was, what the last answer was, and when callgate gave up on it (silent
+-- for silent_for + give_up: a parcel on-call should look at; asked again
+-- only once a new checkpoint comes).
 CREATE TABLE IF NOT EXISTS reconcile_waybills (
     waybill_no   VARCHAR(64)  NOT NULL,
     source       VARCHAR(64)  NOT NULL,
@@ -19,6 +21,7 @@ CREATE TABLE IF NOT EXISTS reconcile_waybills (
     last_outcome VARCHAR(32)  NOT NULL,
     last_error   VARCHAR(255) NULL,
     found_log_id BIGINT       NULL,
+    gave_up_at   DATETIME(6)  NULL,
     updated_at   DATETIME(6)  NOT NULL,
     PRIMARY KEY (waybill_no)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

@@ -160,3 +160,29 @@ func TestMigration018KeepsWhatWasThere(t *testing.T) {
 	require.Error(t, db.QueryRow(`SELECT tracking_source FROM shipments`).Scan(&source), "tracking_source is gone")
 	migrateTo(t, dsn, 18)
 }
+
+// TestMigration017KeepsWhatWasThere: migration 017 adds the events-list
+// checkpoints (Stripe) and touches nothing else; its down migration drops
+// them only, and up again works.
+func TestMigration017KeepsWhatWasThere(t *testing.T) {
+	dsn := testenv.DB(t)
+	migrateTo(t, dsn, 16)
+	db, err := sql.Open("mysql", dsn)
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(`INSERT INTO reconcile_orders (order_code, source, next_at, last_outcome, updated_at) VALUES ('OLD-1', 'stripe', NOW(6), 'nothing', NOW(6))`)
+	require.NoError(t, err)
+
+	migrateTo(t, dsn, 17)
+	_, err = db.Exec(`INSERT INTO reconcile_checkpoints (source, listed_until, updated_at) VALUES ('stripe', '2026-12-01 00:00:00', NOW(6))`)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM reconcile_orders WHERE order_code = 'OLD-1'`).Scan(&n))
+	require.Equal(t, 1, n)
+
+	migrateTo(t, dsn, 16)
+	require.Error(t, db.QueryRow(`SELECT COUNT(*) FROM reconcile_checkpoints`).Scan(&n), "the checkpoints are gone")
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM reconcile_orders WHERE order_code = 'OLD-1'`).Scan(&n))
+	require.Equal(t, 1, n, "the orders' reconciliation stays")
+	migrateTo(t, dsn, 17)
+}

@@ -1,6 +1,9 @@
 package platform
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Alipay's alipay.trade.query answer (opendocs.alipay.com/open/02e7gm,
 // 统一收单交易查询): {"alipay_trade_query_response":{...},"sign":"..."},
@@ -39,24 +42,45 @@ func AlipaySignedAnswer(body []byte) (content []byte, sign string, err error) {
 // trade was found; 40004 with sub_code ACQ.TRADE_NOT_EXIST: Alipay knows
 // no such trade).
 func AlipayAnswerCode(content []byte) (code, subCode string, err error) {
-	var r struct {
-		Code    string `json:"code"`
-		SubCode string `json:"sub_code"`
+	f, err := alipayAnswerForm(content)
+	if err != nil {
+		return "", "", err
 	}
-	if err := json.Unmarshal(content, &r); err != nil {
-		return "", "", badRequest("%s: %v", alipayQueryRoot, err)
-	}
-	return r.Code, r.SubCode, nil
+	return f["code"], f["sub_code"], nil
 }
 
-// VerifyAnswer checks the sign Alipay put on an answer with the Alipay
-// public keys the source verifies notifications with (Alipay names no
-// key: any configured one may verify, as for notifications).
+// alipayAnswerForm reads a response object's string fields (one parse for
+// the code and for the trade: what is read is one reading of what was
+// verified).
+func alipayAnswerForm(content []byte) (Form, error) {
+	var r map[string]any
+	if err := json.Unmarshal(content, &r); err != nil {
+		return nil, badRequest("%s: %v", alipayQueryRoot, err)
+	}
+	f := Form{}
+	for k, v := range r {
+		if s, ok := v.(string); ok {
+			f[k] = s
+		}
+	}
+	return f, nil
+}
+
+// Alipay may sign a response whose slashes it then sends escaped ("\/",
+// the same JSON string): as its own SDKs do (alipay-sdk-java's
+// checkResponseSign), a sign that fails over the text as sent is checked
+// again over it with "\/" as "/". The two texts read the same.
 func (p *alipay) VerifyAnswer(_, message, sig string) error {
 	if sig == "" {
 		return errAlipayNoSign
 	}
-	return p.keys.VerifyAny([]byte(message), sig)
+	err := p.keys.VerifyAny([]byte(message), sig)
+	if err != nil && strings.Contains(message, `\/`) {
+		if p.keys.VerifyAny([]byte(strings.ReplaceAll(message, `\/`, "/")), sig) == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 // ReadAnswer maps Alipay's answer to callgate's query about order into the
@@ -77,15 +101,9 @@ func (p *alipay) ReadAnswer(order string, answer []byte) ([]Callback, error) {
 	if err != nil {
 		return nil, err
 	}
-	var r map[string]any
-	if err := json.Unmarshal(content, &r); err != nil {
-		return nil, badRequest("%s: %v", alipayQueryRoot, err)
-	}
-	f := Form{}
-	for k, v := range r {
-		if s, ok := v.(string); ok {
-			f[k] = s
-		}
+	f, err := alipayAnswerForm(content)
+	if err != nil {
+		return nil, err
 	}
 	if f["code"] != alipayCodeSuccess {
 		return nil, badRequest("the answer's code is %q (%s), not %s", truncate(f["code"]), truncate(f["sub_code"]), alipayCodeSuccess)
@@ -138,4 +156,3 @@ func AlipayRequestContent(params map[string]string) []byte {
 	}
 	return alipayContent(f, "sign")
 }
-

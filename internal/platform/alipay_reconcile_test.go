@@ -27,7 +27,8 @@ import (
 // key 0 (the notifications' too), the app's key test key 1.
 type alipayReconcile struct {
 	*testenv.Platform
-	sim *platformsim.Alipay
+	sim     *platformsim.Alipay
+	metrics string // the worker's /metrics
 }
 
 // startAlipayReconcile: appKey is the key the app signs its queries with
@@ -39,8 +40,10 @@ func startAlipayReconcile(t *testing.T, rc reconcile.Config, appKey *rsa.Private
 	keyFile := filepath.Join(t.TempDir(), "app_private_key.pem")
 	// PKCS#1, as Alipay's key tool writes a "PKCS1" key.
 	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(appKey)}), 0o600))
+	var metrics string
 	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(keys[0])}}, AppID: alipayAppID},
 		func(c *config.Config) {
+			metrics = workerMetricsOn(t, c)
 			for i := range c.Sources {
 				if c.Sources[i].Name == "alipay" {
 					c.Sources[i].Reconcile.PrivateKeyFile = keyFile
@@ -52,7 +55,7 @@ func startAlipayReconcile(t *testing.T, rc reconcile.Config, appKey *rsa.Private
 			}
 			c.Scheduler.Reconcile = rc.WithDefaults()
 		})
-	return &alipayReconcile{Platform: p, sim: sim}
+	return &alipayReconcile{Platform: p, sim: sim, metrics: metrics}
 }
 
 // order creates an UNPAID order paid through alipay, created age ago.
@@ -89,10 +92,13 @@ func (a *alipayReconcile) waitStatus(t *testing.T, order, status string) payment
 // order by the same rules as a notification; Alipay's notification of the
 // same trade, late, finds the payment applied: paid once, shipped once.
 func TestReconcileFindsALostAlipayPayment(t *testing.T) {
-	a := startAlipayReconcile(t, reconcile.Config{After: time.Minute, Backoff: []time.Duration{time.Hour}}, testenv.RSAKeys()[1])
+	a := startAlipayReconcile(t, reconcile.Config{After: time.Minute, Backoff: []time.Duration{300 * time.Millisecond}}, testenv.RSAKeys()[1])
 	const order, tradeNo = "ALI-RC-1", "2026120322001400000000000001"
+	// Alipay may send "/" escaped while its sign is over the text
+	// unescaped, as its own SDKs allow for.
+	a.sim.EscapeSlashes(true)
 	a.sim.SetTrade(order, map[string]string{"trade_no": tradeNo, "trade_status": "TRADE_SUCCESS", "total_amount": "2.00",
-		"send_pay_date": "2026-12-03 10:34:56"})
+		"send_pay_date": "2026-12-03 10:34:56", "store_name": "上海/徐汇店"})
 	a.order(t, order, 200, 2*time.Minute)
 
 	o := a.waitStatus(t, order, payment.OrderPaid)
@@ -105,6 +111,9 @@ func TestReconcileFindsALostAlipayPayment(t *testing.T) {
 	require.Equal(t, "query:"+order+":TRADE_SUCCESS:"+tradeNo, row.EventID)
 	require.Contains(t, string(row.Payload), `"alipay_trade_query_response"`, "the raw answer is kept")
 	require.Contains(t, string(row.Payload), `"sign":"`)
+	require.Contains(t, string(row.Payload), `上海\/徐汇店`, "stored as sent")
+	require.Equal(t, 1, queries(t, a.metrics, "alipay", reconcile.OutcomeFound), "counted")
+	require.Equal(t, 1, found(t, a.metrics, "alipay", "paid"))
 
 	late := alipayExample("out_trade_no", order, "notify_id", "ali-late-1", "trade_no", tradeNo, "total_amount", "2.00").signed(testenv.RSAKeys()[0])
 	requireAlipayAnswer(t, a.Post(t, "alipay", late, alipayHeader()), http.StatusOK, "success", "the late notification")
@@ -115,7 +124,7 @@ func TestReconcileFindsALostAlipayPayment(t *testing.T) {
 	require.NoError(t, a.St.DB.Table("outbox").Where("routing_key = ? AND payload LIKE ?", payment.RoutingWarehouseShip, "%"+order+"%").Count(&ships).Error)
 	require.EqualValues(t, 1, ships, "shipped once")
 	require.Zero(t, a.sim.Refusals(), "every query was signed as Alipay checks it")
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(time.Second) // three backoff steps
 	require.Equal(t, 1, a.sim.Asked(order), "paid: never asked again")
 }
 
@@ -172,6 +181,15 @@ func TestReconcileAlipayAnswersThatChangeNothing(t *testing.T) {
 	require.Equal(t, payment.OrderUnpaid, a.Order(t, order).PaymentStatus)
 
 	a.sim.SignWith(nil)
+	a.sim.Unsigned(true)
+	st = a.state(t, order, func(s store.ReconcileState) bool { return s.Queries >= 2 })
+	require.Equal(t, reconcile.OutcomeBadSignature, st.LastOutcome, "an unsigned 10000 is believed in nothing: %s", st.LastError)
+	a.order(t, "ALI-RC-UNSIGNED-NONE", 100, 2*time.Minute) // unknown to Alipay: an unsigned 40004
+	st = a.state(t, "ALI-RC-UNSIGNED-NONE", func(s store.ReconcileState) bool { return s.Queries >= 1 })
+	require.Equal(t, reconcile.OutcomeBadSignature, st.LastOutcome, "an unsigned TRADE_NOT_EXIST is not believed: %s", st.LastError)
+	require.Zero(t, a.Callbacks(t, "alipay"))
+	require.Positive(t, queries(t, a.metrics, "alipay", reconcile.OutcomeBadSignature), "counted")
+	a.sim.Unsigned(false)
 	a.sim.Down(true)
 	st = a.state(t, order, func(s store.ReconcileState) bool { return s.LastOutcome == reconcile.OutcomeUnreachable })
 	require.Zero(t, a.Callbacks(t, "alipay"))
@@ -216,4 +234,37 @@ func TestAlipayAnswerIsBound(t *testing.T) {
 	cbs, err = answers.ReadAnswer("ALI-B-1", withFee)
 	require.NoError(t, err)
 	require.Equal(t, callback.PaymentSuccess, cbs[0].Event.(callback.PaymentEvent).Status)
+}
+
+// TestReconcileAlipayAnswerIsBoundByTheOrder: an answer paying less than
+// the order, or in another currency, applies nothing (the same rules as a
+// notification: the order stays UNPAID); one whose amount does not read
+// fails with that reason, read again as an answer, not as a notification.
+func TestReconcileAlipayAnswerIsBoundByTheOrder(t *testing.T) {
+	a := startAlipayReconcile(t, reconcile.Config{After: time.Minute, Backoff: []time.Duration{time.Hour}}, testenv.RSAKeys()[1])
+	a.sim.SetTrade("ALI-RC-SHORT", map[string]string{"trade_no": "2026120322001400000000000011", "trade_status": "TRADE_SUCCESS", "total_amount": "1.00"})
+	a.sim.SetTrade("ALI-RC-USD", map[string]string{"trade_no": "2026120322001400000000000012", "trade_status": "TRADE_SUCCESS", "total_amount": "2.00", "trans_currency": "USD"})
+	a.sim.SetTrade("ALI-RC-ABC", map[string]string{"trade_no": "2026120322001400000000000013", "trade_status": "TRADE_SUCCESS", "total_amount": "abc"})
+	for _, o := range []string{"ALI-RC-SHORT", "ALI-RC-USD", "ALI-RC-ABC"} {
+		a.order(t, o, 200, 2*time.Minute)
+	}
+	for o, want := range map[string]string{"ALI-RC-SHORT": "amount", "ALI-RC-USD": "currency", "ALI-RC-ABC": "total_amount"} {
+		st := a.state(t, o, func(s store.ReconcileState) bool { return s.FoundLogID != 0 })
+		var row *callback.Log
+		require.Eventually(t, func() bool {
+			r, err := a.St.GetCallback(t.Context(), st.FoundLogID)
+			row = r
+			return err == nil && r.Status != callback.StatusPending
+		}, 20*time.Second, 20*time.Millisecond, o)
+		require.Equal(t, payment.OrderUnpaid, a.Order(t, o).PaymentStatus, o)
+		why := a.LastNote(t, row.ID)
+		if row.LastError != nil {
+			why += " " + *row.LastError
+		}
+		require.Contains(t, why, want, "%s: %s (%s)", o, why, row.Status)
+		if o == "ALI-RC-ABC" {
+			require.Equal(t, callback.StatusFailed, row.Status)
+			require.NotContains(t, why, "Content-Type", "read again as an answer, not as a notification")
+		}
+	}
 }

@@ -14,6 +14,7 @@ type kuaidi100Answer struct {
 	kuaidi100Result
 	Message    string `json:"message"`
 	Status     string `json:"status"`
+	Com        string `json:"com"`
 	Result     *bool  `json:"result"`
 	ReturnCode string `json:"returnCode"`
 }
@@ -22,17 +23,19 @@ type kuaidi100Answer struct {
 // checkpoint of yet (查询无结果): nothing happened.
 const Kuaidi100NoResult = "500"
 
-// Kuaidi100AnswerCode reads whether an answer is a snapshot (ok) and, when
-// not, its returnCode and message.
-func Kuaidi100AnswerCode(answer []byte) (ok bool, code, message string, err error) {
+// ok reports whether a is a snapshot.
+func (a *kuaidi100Answer) ok() bool {
+	return (a.Result == nil || *a.Result) && a.Status == "200" && strings.EqualFold(a.Message, "ok")
+}
+
+// Kuaidi100AnswerCode reads whether an answer is a snapshot (ok, and then
+// com, the carrier it is about) and, when not, its returnCode and message.
+func Kuaidi100AnswerCode(answer []byte) (ok bool, com, code, message string, err error) {
 	var a kuaidi100Answer
 	if err := json.Unmarshal(answer, &a); err != nil {
-		return false, "", "", badRequest("the answer is not a Kuaidi100 JSON object")
+		return false, "", "", "", badRequest("the answer is not a Kuaidi100 JSON object")
 	}
-	if a.Result != nil && !*a.Result {
-		return false, a.ReturnCode, a.Message, nil
-	}
-	return a.Status == "200" && strings.EqualFold(a.Message, "ok"), a.ReturnCode, a.Message, nil
+	return a.ok(), a.Com, a.ReturnCode, a.Message, nil
 }
 
 // ReadAnswer maps Kuaidi100's answer to callgate's query about waybill
@@ -46,7 +49,7 @@ func (p *kuaidi100) ReadAnswer(waybill string, answer []byte) ([]Callback, error
 	if err := json.Unmarshal(answer, &a); err != nil {
 		return nil, badRequest("the answer is not a Kuaidi100 snapshot")
 	}
-	if a.Status != "200" || !strings.EqualFold(a.Message, "ok") {
+	if !a.ok() {
 		return nil, badRequest("the answer is not a snapshot: status %q, message %q", truncate(a.Status), truncate(a.Message))
 	}
 	if got := strings.TrimSpace(a.Nu); got != waybill {

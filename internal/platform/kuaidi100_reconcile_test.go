@@ -24,15 +24,22 @@ const (
 // asking a Kuaidi100 simulator about waybills silent for a minute.
 type kuaidiReconcile struct {
 	*testenv.Platform
-	sim *platformsim.Kuaidi100
+	sim     *platformsim.Kuaidi100
+	metrics string // the worker's /metrics
 }
 
 // startKuaidiReconcile: key is the key the queries are signed with (the
 // simulator's account has kuaidiKey).
 func startKuaidiReconcile(t *testing.T, key string) *kuaidiReconcile {
+	return startKuaidiReconcileWith(t, key, reconcile.Config{Interval: 100 * time.Millisecond})
+}
+
+func startKuaidiReconcileWith(t *testing.T, key string, rc reconcile.Config) *kuaidiReconcile {
 	t.Helper()
 	sim := platformsim.StartKuaidi100(t, kuaidiCustomer, kuaidiKey)
+	var metrics string
 	p := testenv.StartPlatform(t, "kuaidi100", platform.Config{Secrets: []string{kuaidiSalt}}, func(c *config.Config) {
+		metrics = workerMetricsOn(t, c)
 		for i := range c.Sources {
 			if c.Sources[i].Name == "kuaidi100" {
 				c.Sources[i].Reconcile.Customer = kuaidiCustomer
@@ -41,9 +48,9 @@ func startKuaidiReconcile(t *testing.T, key string) *kuaidiReconcile {
 				c.Sources[i].Reconcile.SilentFor = time.Minute
 			}
 		}
-		c.Scheduler.Reconcile = reconcile.Config{Interval: 100 * time.Millisecond}.WithDefaults()
+		c.Scheduler.Reconcile = rc.WithDefaults()
 	})
-	return &kuaidiReconcile{Platform: p, sim: sim}
+	return &kuaidiReconcile{Platform: p, sim: sim, metrics: metrics}
 }
 
 // shipment records a shipment as the merchant's system does when it hands
@@ -117,11 +124,63 @@ func TestReconcileAsksKuaidi100AboutASilentWaybill(t *testing.T) {
 	require.Equal(t, kuaidiOK, string(k.Post(t, "kuaidi100", late, formHeader()).Body))
 	require.Equal(t, 1, k.Callbacks(t, "kuaidi100"), "the late push of the same snapshot is a duplicate")
 
-	time.Sleep(500 * time.Millisecond)
+	require.Equal(t, 1, found(t, k.metrics, "kuaidi100", "shipment"), "counted")
+	require.Equal(t, 1, queries(t, k.metrics, "kuaidi100", reconcile.OutcomeFound))
+
+	// Due again (as after silent_for), but delivered now: not asked.
+	_, err := k.St.SQL.Exec(`UPDATE reconcile_waybills SET next_at = ?`, time.Now().UTC().Add(-time.Second))
+	require.NoError(t, err)
+	_, err = k.St.SQL.Exec(`UPDATE shipments SET updated_at = ? WHERE waybill_no = ?`, time.Now().UTC().Add(-2*time.Minute), waybill)
+	require.NoError(t, err)
+	time.Sleep(time.Second) // several runs
 	for _, w := range []string{"YT-RC-RECENT", "YT-RC-DELIVERED", "YT-RC-UNTRACKED"} {
 		require.Zero(t, k.sim.Asked(w), w)
 	}
 	require.Equal(t, 1, k.sim.Asked(waybill), "delivered now: not asked again")
+}
+
+// TestReconcileKuaidi100BindsAndGivesUp: an answer about another carrier,
+// or another waybill, is not ours and stores nothing (Kuaidi100 signs
+// nothing: the answer must be about what was asked); a waybill still
+// silent silent_for + give_up after its last change is given up on
+// (counted, never asked again until a new checkpoint comes); the API is
+// asked over https only.
+func TestReconcileKuaidi100BindsAndGivesUp(t *testing.T) {
+	k := startKuaidiReconcileWith(t, kuaidiKey, reconcile.Config{Interval: 100 * time.Millisecond, After: time.Minute, GiveUp: 2 * time.Minute})
+	k.sim.AnswerAnyCarrier(true)
+	k.sim.SetSnapshot("YT-RC-OTHER-COM", "shunfeng", "3", kuaidiData(cpDelivered, cpTransit, cpPickedUp))
+	k.shipment(t, "YT-RC-OTHER-COM", "ORD-KD-RC-8", "kuaidi100", callback.CarrierInTransit, 2, 2*time.Minute)
+	st := k.state(t, "YT-RC-OTHER-COM", func(s store.ReconcileState) bool { return s.Queries >= 1 })
+	require.Equal(t, reconcile.OutcomeNotOurs, st.LastOutcome, "a snapshot of shunfeng's answers a yuantong query: %s", st.LastError)
+	require.Zero(t, k.Callbacks(t, "kuaidi100"), "stored nothing")
+	require.Equal(t, callback.CarrierInTransit, shipmentOf(t, k.Platform, "YT-RC-OTHER-COM").Status)
+	q, err := reconcile.NewKuaidi100(reconcile.Kuaidi100Config{Customer: kuaidiCustomer, Key: kuaidiKey, APIBase: k.sim.URL})
+	require.NoError(t, err)
+	_, err = q.QueryWaybill(t.Context(), store.SilentWaybill{WaybillNo: "YT-RC-OTHER-COM", Carrier: "SHUNFENG"})
+	require.NoError(t, err, "the carrier's code compares without case")
+
+	p, err := platform.New("kuaidi100", platform.Config{Secrets: []string{kuaidiSalt}})
+	require.NoError(t, err)
+	answer := []byte(`{"message":"ok","nu":"YT-OTHER","com":"yuantong","status":"200","state":"3","data":[{"context":"x","time":"2024-05-03 10:12:45"}]}`)
+	_, err = p.(platform.Answerer).ReadAnswer("YT-ASKED", answer)
+	require.ErrorContains(t, err, `not "YT-ASKED"`, "an answer about another waybill")
+
+	for _, base := range []string{"http://poll.kuaidi100.com", "ftp://127.0.0.1"} {
+		_, err := reconcile.NewKuaidi100(reconcile.Kuaidi100Config{Customer: "c", Key: "k", APIBase: base})
+		require.ErrorContains(t, err, "KUAIDI100_API_BASE", base)
+	}
+	_, err = reconcile.NewKuaidi100(reconcile.Kuaidi100Config{Customer: "c", Key: "k", APIBase: "https://poll.kuaidi100.com"})
+	require.NoError(t, err)
+
+	// Silent for 4 minutes: past silent_for (1m) + give_up (2m).
+	k.shipment(t, "YT-RC-LOST", "ORD-KD-RC-9", "kuaidi100", callback.CarrierInTransit, 2, 4*time.Minute)
+	st = k.state(t, "YT-RC-LOST", func(s store.ReconcileState) bool { return s.GaveUpAt != nil })
+	require.Equal(t, reconcile.OutcomeNothing, st.LastOutcome)
+	_, err = k.St.SQL.Exec(`UPDATE reconcile_waybills SET next_at = ? WHERE waybill_no = 'YT-RC-LOST'`, time.Now().UTC().Add(-time.Second))
+	require.NoError(t, err)
+	time.Sleep(time.Second)
+	require.Equal(t, 1, k.sim.Asked("YT-RC-LOST"), "given up: not asked again")
+	require.Equal(t, 1, counterAt(t, k.metrics, "callgate_reconcile_gave_up_total", `process="worker",source="kuaidi100"`))
 }
 
 func ptr(s string) *string { return &s }

@@ -67,6 +67,39 @@ func (p *stripe) Read(req Request) ([]Callback, error) {
 
 func (p *stripe) Reread(req Request) ([]Callback, error) { return p.interpret(req.Body) }
 
+// StripeEventTypes are the event types interpret gives an effect to: the
+// ones reconciliation lists (GET /v1/events?types[]=, at most 20).
+var StripeEventTypes = []string{
+	"payment_intent.succeeded", "payment_intent.payment_failed", "payment_intent.canceled",
+	"charge.refunded", "refund.created", "refund.updated", "refund.failed", "charge.refund.updated",
+	"charge.dispute.created", "charge.dispute.closed",
+}
+
+// ReadAnswer reads an Event from Stripe's events list (GET /v1/events,
+// reconciliation's catch-up: order is then "") as its webhook would be
+// read: the same interpret, livemode and account checks included, the
+// same event id (the event's own id, so the late webhook of the same event
+// is an exact duplicate). An order named must be the event's. The list is
+// asked over TLS with the secret API key: no signature to check.
+func (p *stripe) ReadAnswer(order string, answer []byte) ([]Callback, error) {
+	obj, err := callback.ParseObject(answer)
+	if err != nil {
+		return nil, badRequest("the answer is not a JSON object")
+	}
+	if kind, _ := obj.Scalar("object"); kind != "event" {
+		return nil, badRequest("the answer is a %q, not an event", truncate(kind))
+	}
+	cbs, err := p.interpret(answer)
+	if err != nil {
+		return nil, err
+	}
+	// (An event naming no order is about its payment, as a webhook's is.)
+	if got, _ := obj.Scalar(p.orderPath); order != "" && got != "" && got != order {
+		return nil, badRequest("the event is about order %q, not %q", truncate(got), truncate(order))
+	}
+	return cbs, nil
+}
+
 // interpret checks a verified event's mode and account and maps it to its
 // event, by type (docs.stripe.com/api/events/types): the PaymentIntent's
 // succeeded, payment_failed and canceled (a failed attempt: the order

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"callgate/internal/callback"
 	"callgate/internal/platform"
 	"callgate/internal/source"
 )
@@ -71,12 +72,9 @@ func NewAlipay(cfg AlipayConfig) (*Alipay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ALIPAY_APP_PRIVATE_KEY_FILE %s: %w", cfg.PrivateKeyFile, err)
 	}
-	gw := strings.TrimSpace(cfg.Gateway)
-	if gw == "" {
-		gw = AlipayGatewayURL
-	}
-	if u, err := url.ParseRequestURI(gw); err != nil || u.Host == "" {
-		return nil, fmt.Errorf("ALIPAY_GATEWAY_URL %q is not a URL", gw)
+	gw, err := apiBase("ALIPAY_GATEWAY_URL", cfg.Gateway, AlipayGatewayURL)
+	if err != nil {
+		return nil, err
 	}
 	hc := cfg.HTTP
 	if hc == nil {
@@ -168,12 +166,7 @@ func (a *Alipay) Query(ctx context.Context, order string) (Answer, error) {
 }
 
 // truncateAnswer is a short quote of an answer for a log line.
-func truncateAnswer(b []byte) string {
-	if len(b) > 200 {
-		b = b[:200]
-	}
-	return string(b)
-}
+func truncateAnswer(b []byte) string { return callback.Truncate(string(b), 200) }
 
 // parseRSAPrivateKey reads an RSA private key: PEM (PKCS#8 or PKCS#1), or
 // the bare base64 DER of either.

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 
+	"callgate/internal/callback"
 	"callgate/internal/platform"
 	"callgate/internal/source"
 	"callgate/internal/store"
@@ -48,12 +49,9 @@ func NewKuaidi100(cfg Kuaidi100Config) (*Kuaidi100, error) {
 	if cfg.Customer == "" || cfg.Key == "" {
 		return nil, errors.New("Kuaidi100 reconciliation needs KUAIDI100_CUSTOMER and KUAIDI100_KEY")
 	}
-	base := strings.TrimRight(strings.TrimSpace(cfg.APIBase), "/")
-	if base == "" {
-		base = Kuaidi100APIBase
-	}
-	if u, err := url.ParseRequestURI(base); err != nil || u.Host == "" {
-		return nil, fmt.Errorf("KUAIDI100_API_BASE %q is not a URL", base)
+	base, err := apiBase("KUAIDI100_API_BASE", cfg.APIBase, Kuaidi100APIBase)
+	if err != nil {
+		return nil, err
 	}
 	hc := cfg.HTTP
 	if hc == nil {
@@ -102,10 +100,14 @@ func (k *Kuaidi100) QueryWaybill(ctx context.Context, w store.SilentWaybill) (An
 	if res.StatusCode != http.StatusOK {
 		return Answer{}, fmt.Errorf("%w: HTTP %d", ErrRefused, res.StatusCode)
 	}
-	ok, code, msg, err := platform.Kuaidi100AnswerCode(body)
+	ok, com, code, msg, err := platform.Kuaidi100AnswerCode(body)
 	switch {
 	case err != nil:
 		return Answer{}, fmt.Errorf("%w: %w", ErrRefused, err)
+	case ok && !strings.EqualFold(strings.TrimSpace(com), w.Carrier):
+		// Kuaidi100 signs nothing: an answer is about the carrier asked,
+		// or it is not ours.
+		return Answer{}, fmt.Errorf("%w: the answer is about carrier %q, not %q", ErrNotOurs, callback.Truncate(com, 32), w.Carrier)
 	case ok:
 		return Answer{Body: body, Header: res.Header}, nil
 	case code == platform.Kuaidi100NoResult:

@@ -125,6 +125,11 @@ var (
 	ErrBadSignature = errors.New("the answer's signature did not hold")
 	// ErrRefused: the platform refused the query (4xx or 5xx).
 	ErrRefused = errors.New("the platform refused the query")
+	// ErrNotOurs: the answer is about another order, waybill or carrier
+	// than the one asked about.
+	ErrNotOurs = errors.New("the answer is not about what was asked")
+	// ErrStoreFailed: what the platform answered could not be stored.
+	ErrStoreFailed = errors.New("what the platform answered could not be stored")
 )
 
 // Outcomes of a query (callgate_reconcile_queries_total{outcome}).
@@ -154,6 +159,10 @@ type Source struct {
 	// Headers are the answer headers stored with a callback.
 	Headers []string
 	limit   *rate.Limiter
+	// catchUp, when set, reads the platform's events list and stores what
+	// it missed before the orders are asked about (Stripe, stripe.go); the
+	// Querier then answers from it, without a request of its own.
+	catchUp func(ctx context.Context, j *Job, cfg Config, src *Source) error
 }
 
 // Job asks the platforms about the orders that are due.
@@ -196,6 +205,13 @@ func (j *Job) Names() []string {
 // many it asked about.
 func (j *Job) RunOnce(ctx context.Context) (int, error) {
 	cfg := j.Config.WithDefaults()
+	for _, src := range j.Sources {
+		if src.catchUp != nil {
+			if err := src.catchUp(ctx, j, cfg, src); err != nil {
+				return 0, err
+			}
+		}
+	}
 	now := j.now().UTC()
 	// An order is asked last at give_up; one a day older than that was
 	// given up on (or its last query failed to be recorded: it is then
@@ -210,8 +226,10 @@ func (j *Job) RunOnce(ctx context.Context) (int, error) {
 		if src == nil {
 			continue
 		}
-		if err := src.limiter(cfg).Wait(ctx); err != nil {
-			return asked, err
+		if src.catchUp == nil { // else the Querier makes no request
+			if err := src.limiter(cfg).Wait(ctx); err != nil {
+				return asked, err
+			}
 		}
 		if _, err := j.ask(ctx, cfg, src, o); err != nil {
 			return asked, err
@@ -251,7 +269,13 @@ func (j *Job) Ask(ctx context.Context, order store.DueOrder) (Report, error) {
 	if src == nil || src.Querier == nil {
 		return Report{}, fmt.Errorf("source %q is not reconciled (see the start-up line)", order.Source)
 	}
-	return j.ask(ctx, j.Config.WithDefaults(), src, order)
+	cfg := j.Config.WithDefaults()
+	if src.catchUp != nil {
+		if err := src.catchUp(ctx, j, cfg, src); err != nil {
+			return Report{}, err
+		}
+	}
+	return j.ask(ctx, cfg, src, order)
 }
 
 // ask queries one order, stores what its answer says happened, and records
@@ -260,17 +284,8 @@ func (j *Job) ask(ctx context.Context, cfg Config, src *Source, o store.DueOrder
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	ans, err := src.Querier.Query(qctx, o.Code)
 	cancel()
-	rep := Report{Err: err}
-	switch {
-	case errors.Is(err, ErrBadSignature):
-		rep.Outcome = OutcomeBadSignature
-	case errors.Is(err, ErrRefused):
-		rep.Outcome = OutcomeRefused
-	case err != nil:
-		rep.Outcome = OutcomeUnreachable
-	case ans.NotFound:
-		rep.Outcome = OutcomeNothing
-	default:
+	rep := Report{Err: err, Outcome: queryOutcome(err, ans)}
+	if rep.Outcome == "" {
 		rep.Answer = string(ans.Body)
 		rep.Outcome, rep.Stored, rep.Err = j.store(ctx, src, o.Code, ans)
 	}
@@ -308,6 +323,26 @@ func (j *Job) ask(ctx context.Context, cfg Config, src *Source, o store.DueOrder
 	}
 	rep.NextAt, rep.GaveUp = res.NextAt, res.GaveUp
 	return rep, j.Store.RecordReconcile(ctx, res, now)
+}
+
+// queryOutcome names the outcome of a query that failed or found nothing
+// ("": the answer is to be stored).
+func queryOutcome(err error, ans Answer) string {
+	switch {
+	case errors.Is(err, ErrBadSignature):
+		return OutcomeBadSignature
+	case errors.Is(err, ErrRefused):
+		return OutcomeRefused
+	case errors.Is(err, ErrNotOurs):
+		return OutcomeNotOurs
+	case errors.Is(err, ErrStoreFailed):
+		return OutcomeStoreFailed
+	case err != nil:
+		return OutcomeUnreachable
+	case ans.NotFound:
+		return OutcomeNothing
+	}
+	return ""
 }
 
 // queryTimeout bounds one query.

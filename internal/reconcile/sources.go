@@ -3,6 +3,10 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
 
 	"callgate/internal/platform"
 	"callgate/internal/source"
@@ -48,6 +52,7 @@ var builders = map[string]builder{
 	"wechatpay-v3": {"WECHATPAY_MCH_PRIVATE_KEY_FILE and WECHATPAY_MCH_SERIAL not set", newWeChatPaySource},
 	"alipay":       {"ALIPAY_APP_PRIVATE_KEY_FILE not set", newAlipaySource},
 	"kuaidi100":    {"KUAIDI100_CUSTOMER and KUAIDI100_KEY not set", newKuaidi100Source},
+	"stripe":       {"STRIPE_API_KEY not set", newStripeSource},
 }
 
 func newWeChatPaySource(ctx context.Context, s source.Config, plat platform.Platform) (*Source, error) {
@@ -66,12 +71,39 @@ func newWeChatPaySource(ctx context.Context, s source.Config, plat platform.Plat
 // notAsked says why a preset's platform is not asked (yet).
 func notAsked(preset string) string {
 	switch preset {
-	case "stripe":
-		return "the events list is not wired yet"
 	case "adyen":
 		return "Adyen offers settlement reports, not a per-payment query"
 	case "shopify":
 		return "Shopify's orders are read back through the Admin API, which callgate does not use"
 	}
 	return "its platform has no query callgate uses"
+}
+
+// apiBase checks a platform's API URL (env names its setting): https, or
+// http to a loopback address only (a local simulator): an answer is
+// believed only from the platform, and Kuaidi100's are not even signed.
+func apiBase(env, raw, def string) (string, error) {
+	base := strings.TrimRight(strings.TrimSpace(raw), "/")
+	if base == "" {
+		base = def
+	}
+	u, err := url.ParseRequestURI(base)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("%s %q is not a URL", env, base)
+	}
+	switch {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && isLoopback(u.Hostname()):
+	default:
+		return "", fmt.Errorf("%s %q: the platform's API is asked over https only (http to a loopback address for a local simulator)", env, base)
+	}
+	return base, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

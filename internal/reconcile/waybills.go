@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
 
@@ -38,7 +37,9 @@ func (j *Job) runWaybills(ctx context.Context, cfg Config, now time.Time) (int, 
 		if silent <= 0 {
 			silent = SilentForDefault
 		}
-		due, err := j.Store.SilentWaybills(ctx, []string{src.Name}, now.Add(-silent-cfg.GiveUp), now.Add(-silent), now, cfg.BatchSize)
+		// A waybill is asked last silent + give_up after its last change;
+		// one silent a day longer than that was given up on.
+		due, err := j.Store.SilentWaybills(ctx, []string{src.Name}, now.Add(-silent-cfg.GiveUp-24*time.Hour), now.Add(-silent), now, cfg.BatchSize)
 		if err != nil {
 			return asked, err
 		}
@@ -46,7 +47,7 @@ func (j *Job) runWaybills(ctx context.Context, cfg Config, now time.Time) (int, 
 			if err := src.limiter(cfg).Wait(ctx); err != nil {
 				return asked, err
 			}
-			if _, err := j.askWaybill(ctx, src, silent, w); err != nil {
+			if _, err := j.askWaybill(ctx, cfg, src, silent, w); err != nil {
 				return asked, err
 			}
 			asked++
@@ -58,21 +59,12 @@ func (j *Job) runWaybills(ctx context.Context, cfg Config, now time.Time) (int, 
 // askWaybill queries one waybill, stores what its answer shows, and
 // records where the waybill stands. Only the recording's failure is an
 // error.
-func (j *Job) askWaybill(ctx context.Context, src *Source, silent time.Duration, w store.SilentWaybill) (Report, error) {
+func (j *Job) askWaybill(ctx context.Context, cfg Config, src *Source, silent time.Duration, w store.SilentWaybill) (Report, error) {
 	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	ans, err := src.Waybills.QueryWaybill(qctx, w)
 	cancel()
-	rep := Report{Err: err}
-	switch {
-	case errors.Is(err, ErrBadSignature):
-		rep.Outcome = OutcomeBadSignature
-	case errors.Is(err, ErrRefused):
-		rep.Outcome = OutcomeRefused
-	case err != nil:
-		rep.Outcome = OutcomeUnreachable
-	case ans.NotFound:
-		rep.Outcome = OutcomeNothing
-	default:
+	rep := Report{Err: err, Outcome: queryOutcome(err, ans)}
+	if rep.Outcome == "" {
 		rep.Answer = string(ans.Body)
 		rep.Outcome, rep.Stored, rep.Err = j.store(ctx, src, w.WaybillNo, ans)
 		if rep.Outcome == OutcomeFound && !slices.ContainsFunc(rep.Stored, func(s platform.Stored) bool { return !s.Duplicate }) {
@@ -96,6 +88,21 @@ func (j *Job) askWaybill(ctx context.Context, src *Source, silent time.Duration,
 			break
 		}
 	}
-	rep.NextAt = res.NextAt
+	// The last query is silent + give_up after the last change; one then
+	// that found nothing new gives up: a parcel on-call should look at
+	// (asked again only once a new checkpoint comes).
+	deadline := w.UpdatedAt.Add(silent + cfg.GiveUp)
+	if res.NextAt.After(deadline) {
+		res.NextAt = deadline
+	}
+	if !now.Before(deadline) && res.FoundLogID == 0 {
+		res.GaveUp = true
+		if j.GaveUp != nil {
+			j.GaveUp(src.Name)
+		}
+		j.Log.Warn("reconcile: gave up on a silent waybill: on-call should look", "source", src.Name, "waybill", w.WaybillNo,
+			"silent_since", w.UpdatedAt, "queries", res.Queries, "outcome", rep.Outcome)
+	}
+	rep.NextAt, rep.GaveUp = res.NextAt, res.GaveUp
 	return rep, j.Store.RecordWaybill(ctx, res, now)
 }

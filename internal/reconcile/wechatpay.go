@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/wechatpay-apiv3/wechatpay-go/core"
@@ -57,12 +56,9 @@ func NewWeChatPay(ctx context.Context, cfg WeChatPayConfig) (*WeChatPay, error) 
 	if err != nil {
 		return nil, fmt.Errorf("WECHATPAY_MCH_PRIVATE_KEY_FILE: %w", err)
 	}
-	base := strings.TrimRight(cfg.APIBase, "/")
-	if base == "" {
-		base = WeChatPayAPIBase
-	}
-	if _, err := url.ParseRequestURI(base); err != nil {
-		return nil, fmt.Errorf("WECHATPAY_API_BASE: %w", err)
+	base, err := apiBase("WECHATPAY_API_BASE", cfg.APIBase, WeChatPayAPIBase)
+	if err != nil {
+		return nil, err
 	}
 	hc := cfg.HTTP
 	if hc == nil {

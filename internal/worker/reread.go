@@ -11,8 +11,9 @@ import (
 	"callgate/internal/store"
 )
 
-// reread reads again, from its raw body, a stored notification that its
-// preset could not read when it arrived (callback.Unreadable): its
+// reread reads again, from its raw body, a stored notification (or query
+// answer) that its preset could not read when it arrived
+// (callback.Unreadable): its
 // signature and merchant held then, so it was kept rather than refused.
 // If its source's preset (as configured now: a replay after a
 // configuration fix) reads it, the event is stored in the row and the
@@ -33,7 +34,15 @@ func (p *Processor) reread(ctx context.Context, tx *store.Tx, cb *callback.Log) 
 	for k, v := range stored {
 		h.Set(k, v)
 	}
-	cbs, err := plat.Reread(platform.Request{Header: h, Body: cb.Payload, Now: cb.ReceivedAt})
+	var cbs []platform.Callback
+	var err error
+	if answers, ok := plat.(platform.Answerer); ok && cb.Origin == callback.OriginReconcile {
+		// A query's answer, read as one (its business key is what was
+		// asked about: the order, or the waybill).
+		cbs, err = answers.ReadAnswer(cb.BusinessKey, cb.Payload)
+	} else {
+		cbs, err = plat.Reread(platform.Request{Header: h, Body: cb.Payload, Now: cb.ReceivedAt})
+	}
 	if err != nil {
 		return callback.Permanentf("the notification could not be read: %w", err)
 	}

@@ -42,7 +42,25 @@ type Alipay struct {
 	asked    map[string]int
 	down     bool
 	badSig   *rsa.PrivateKey
+	escape   bool
+	unsigned bool
 	refusals int
+}
+
+// Unsigned makes every answer come without its sign (true), as a forger
+// on the path would send it.
+func (s *Alipay) Unsigned(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unsigned = on
+}
+
+// EscapeSlashes makes the answers carry "/" as "\/" while the sign is over
+// the unescaped text, as Alipay may send them.
+func (s *Alipay) EscapeSlashes(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.escape = on
 }
 
 // StartAlipay serves the gateway until the test ends: app appID's public
@@ -180,14 +198,19 @@ func (s *Alipay) checkRequest(f url.Values) error {
 // key) when signed.
 func (s *Alipay) write(w http.ResponseWriter, resp map[string]string, signed bool) {
 	content, _ := json.Marshal(resp)
-	body := `{"alipay_trade_query_response":` + string(content)
+	s.mu.Lock()
+	key, escape := s.alipay, s.escape
+	signed = signed && !s.unsigned
+	if s.badSig != nil {
+		key = s.badSig
+	}
+	s.mu.Unlock()
+	sent := string(content)
+	if escape {
+		sent = strings.ReplaceAll(sent, "/", `\/`)
+	}
+	body := `{"alipay_trade_query_response":` + sent
 	if signed {
-		s.mu.Lock()
-		key := s.alipay
-		if s.badSig != nil {
-			key = s.badSig
-		}
-		s.mu.Unlock()
 		sum := sha256.Sum256(content)
 		sig, _ := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, sum[:])
 		body += `,"sign":"` + base64.StdEncoding.EncodeToString(sig) + `"`
