@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"callgate/internal/callback"
-	"callgate/internal/config"
 	"callgate/internal/payment"
 	"callgate/internal/platform"
 	"callgate/internal/reconcile"
+	"callgate/internal/source"
 	"callgate/internal/store"
 	"callgate/internal/testenv"
 	"callgate/test/platformsim"
@@ -26,9 +26,8 @@ import (
 // reconciling against an Alipay gateway simulator: Alipay's key is test
 // key 0 (the notifications' too), the app's key test key 1.
 type alipayReconcile struct {
-	*testenv.Platform
-	sim     *platformsim.Alipay
-	metrics string // the worker's /metrics
+	*reconciled
+	sim *platformsim.Alipay
 }
 
 // startAlipayReconcile: appKey is the key the app signs its queries with
@@ -40,50 +39,9 @@ func startAlipayReconcile(t *testing.T, rc reconcile.Config, appKey *rsa.Private
 	keyFile := filepath.Join(t.TempDir(), "app_private_key.pem")
 	// PKCS#1, as Alipay's key tool writes a "PKCS1" key.
 	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(appKey)}), 0o600))
-	var metrics string
-	p := testenv.StartPlatform(t, "alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(keys[0])}}, AppID: alipayAppID},
-		func(c *config.Config) {
-			metrics = workerMetricsOn(t, c)
-			for i := range c.Sources {
-				if c.Sources[i].Name == "alipay" {
-					c.Sources[i].Reconcile.PrivateKeyFile = keyFile
-					c.Sources[i].Reconcile.APIBase = sim.URL
-				}
-			}
-			if rc.Interval == 0 {
-				rc.Interval = 100 * time.Millisecond
-			}
-			c.Scheduler.Reconcile = rc.WithDefaults()
-		})
-	return &alipayReconcile{Platform: p, sim: sim, metrics: metrics}
-}
-
-// order creates an UNPAID order paid through alipay, created age ago.
-func (a *alipayReconcile) order(t *testing.T, code string, amount int64, age time.Duration) {
-	t.Helper()
-	a.CreateOrder(t, code, amount, "CNY")
-	_, err := a.St.SQL.Exec(`UPDATE orders SET payment_source = 'alipay', created_at = ? WHERE order_code = ?`,
-		time.Now().UTC().Add(-age), code)
-	require.NoError(t, err)
-}
-
-func (a *alipayReconcile) state(t *testing.T, order string, ok func(store.ReconcileState) bool) store.ReconcileState {
-	t.Helper()
-	var st store.ReconcileState
-	require.Eventually(t, func() bool {
-		var err error
-		st, err = a.St.GetReconcile(t.Context(), order)
-		return err == nil && ok(st)
-	}, 15*time.Second, 20*time.Millisecond, "reconciliation of %s: last %+v", order, st)
-	return st
-}
-
-func (a *alipayReconcile) waitStatus(t *testing.T, order, status string) payment.Order {
-	t.Helper()
-	var o payment.Order
-	require.Eventually(t, func() bool { o = a.Order(t, order); return o.PaymentStatus == status }, 20*time.Second, 20*time.Millisecond,
-		"order %s, want %s", order, status)
-	return o
+	r := startReconciled(t, "alipay", "CNY", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(keys[0])}}, AppID: alipayAppID}, rc,
+		func(c *source.Reconcile) { c.PrivateKeyFile, c.APIBase = keyFile, sim.URL })
+	return &alipayReconcile{reconciled: r, sim: sim}
 }
 
 // TestReconcileFindsALostAlipayPayment: a payment whose notification never

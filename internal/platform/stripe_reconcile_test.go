@@ -20,6 +20,7 @@ import (
 	"callgate/internal/payment"
 	"callgate/internal/platform"
 	"callgate/internal/reconcile"
+	"callgate/internal/source"
 	"callgate/internal/store"
 	"callgate/internal/testenv"
 	"callgate/test/platformsim"
@@ -31,54 +32,16 @@ const stripeAPIKey = "sk_test_51CallgateReconcileKey0123456789abcdef"
 // stripeReconcile is a gateway and a worker with the stripe source (test
 // mode) catching up on a Stripe events-list simulator.
 type stripeReconcile struct {
-	*testenv.Platform
+	*reconciled
 	sim *platformsim.Stripe
 }
 
 func startStripeReconcile(t *testing.T, rc reconcile.Config) *stripeReconcile {
 	t.Helper()
 	sim := platformsim.StartStripe(t, stripeAPIKey)
-	p := testenv.StartPlatform(t, "stripe", stripeConfig(stripeSecret), func(c *config.Config) {
-		for i := range c.Sources {
-			if c.Sources[i].Name == "stripe" {
-				c.Sources[i].Reconcile.APIKey = stripeAPIKey
-				c.Sources[i].Reconcile.APIBase = sim.URL
-			}
-		}
-		if rc.Interval == 0 {
-			rc.Interval = 100 * time.Millisecond
-		}
-		c.Scheduler.Reconcile = rc.WithDefaults()
-	})
-	return &stripeReconcile{Platform: p, sim: sim}
-}
-
-// order creates an UNPAID USD order paid through stripe, created age ago.
-func (s *stripeReconcile) order(t *testing.T, code string, amount int64, age time.Duration) {
-	t.Helper()
-	s.CreateOrder(t, code, amount, "USD")
-	_, err := s.St.SQL.Exec(`UPDATE orders SET payment_source = 'stripe', created_at = ? WHERE order_code = ?`,
-		time.Now().UTC().Add(-age), code)
-	require.NoError(t, err)
-}
-
-func (s *stripeReconcile) waitStatus(t *testing.T, order, status string) payment.Order {
-	t.Helper()
-	var o payment.Order
-	require.Eventually(t, func() bool { o = s.Order(t, order); return o.PaymentStatus == status }, 20*time.Second, 20*time.Millisecond,
-		"order %s, want %s", order, status)
-	return o
-}
-
-func (s *stripeReconcile) state(t *testing.T, order string, ok func(store.ReconcileState) bool) store.ReconcileState {
-	t.Helper()
-	var st store.ReconcileState
-	require.Eventually(t, func() bool {
-		var err error
-		st, err = s.St.GetReconcile(t.Context(), order)
-		return err == nil && ok(st)
-	}, 15*time.Second, 20*time.Millisecond, "reconciliation of %s: last %+v", order, st)
-	return st
+	r := startReconciled(t, "stripe", "USD", stripeConfig(stripeSecret), rc,
+		func(c *source.Reconcile) { c.APIKey, c.APIBase = stripeAPIKey, sim.URL })
+	return &stripeReconcile{reconciled: r, sim: sim}
 }
 
 // checkpoint is the stripe source's row in reconcile_checkpoints (ok

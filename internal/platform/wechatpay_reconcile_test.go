@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"callgate/internal/callback"
-	"callgate/internal/config"
 	"callgate/internal/kinds"
 	"callgate/internal/payment"
 	"callgate/internal/platform"
 	"callgate/internal/reconcile"
+	"callgate/internal/source"
 	"callgate/internal/store"
 	"callgate/internal/testenv"
 	"callgate/internal/worker"
@@ -32,7 +32,7 @@ const wechatMchSerial = "5157F09EFDC096DE15EBE81A47057A7232F1B8E1"
 // reconciling against a WeChat Pay simulator: the merchant's API key is
 // test key 1, WeChat Pay's key test key 0 (wechatKeyConfig's).
 type wechatReconcile struct {
-	*testenv.Platform
+	*reconciled
 	sim *platformsim.WeChatPay
 }
 
@@ -44,49 +44,9 @@ func startWeChatReconcile(t *testing.T, rc reconcile.Config) *wechatReconcile {
 	der, err := x509.MarshalPKCS8PrivateKey(keys[1])
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600))
-	p := testenv.StartPlatform(t, "wechatpay", wechatKeyConfig(), func(c *config.Config) {
-		for i := range c.Sources {
-			if c.Sources[i].Name == "wechatpay" {
-				c.Sources[i].Reconcile.PrivateKeyFile = keyFile
-				c.Sources[i].Reconcile.Serial = wechatMchSerial
-				c.Sources[i].Reconcile.APIBase = sim.URL
-			}
-		}
-		if rc.Interval == 0 {
-			rc.Interval = 100 * time.Millisecond
-		}
-		c.Scheduler.Reconcile = rc.WithDefaults()
-	})
-	return &wechatReconcile{Platform: p, sim: sim}
-}
-
-// order creates an UNPAID order paid through wechatpay, created age ago.
-func (w *wechatReconcile) order(t *testing.T, code string, amount int64, age time.Duration) {
-	t.Helper()
-	w.CreateOrder(t, code, amount, "CNY")
-	_, err := w.St.SQL.Exec(`UPDATE orders SET payment_source = 'wechatpay', created_at = ? WHERE order_code = ?`,
-		time.Now().UTC().Add(-age), code)
-	require.NoError(t, err)
-}
-
-// state waits until order's reconciliation has an outcome and returns it.
-func (w *wechatReconcile) state(t *testing.T, order string, ok func(store.ReconcileState) bool) store.ReconcileState {
-	t.Helper()
-	var st store.ReconcileState
-	require.Eventually(t, func() bool {
-		var err error
-		st, err = w.St.GetReconcile(t.Context(), order)
-		return err == nil && ok(st)
-	}, 15*time.Second, 20*time.Millisecond, "reconciliation of %s: last %+v", order, st)
-	return st
-}
-
-func (w *wechatReconcile) waitStatus(t *testing.T, order, status string) payment.Order {
-	t.Helper()
-	var o payment.Order
-	require.Eventually(t, func() bool { o = w.Order(t, order); return o.PaymentStatus == status }, 20*time.Second, 20*time.Millisecond,
-		"order %s, want %s", order, status)
-	return o
+	r := startReconciled(t, "wechatpay", "CNY", wechatKeyConfig(), rc,
+		func(c *source.Reconcile) { c.PrivateKeyFile, c.Serial, c.APIBase = keyFile, wechatMchSerial, sim.URL })
+	return &wechatReconcile{reconciled: r, sim: sim}
 }
 
 // wechatAnswer is a query answer's transaction, as WeChat Pay documents it.
