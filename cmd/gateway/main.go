@@ -3,6 +3,9 @@
 //	gateway [-config PATH] [serve]   serve HTTP (default)
 //	gateway [-config PATH] migrate   apply the database migrations and exit
 //
+// -config may also follow the subcommand (gateway migrate -config PATH);
+// any other argument is refused with the usage line (exit status 2).
+//
 // Every setting can also come from the environment (CALLGATE_CONFIG,
 // CALLGATE_MYSQL_DSN, CALLGATE_AMQP_URL, ...); see README.md.
 package main
@@ -12,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"callgate/internal/config"
 	"callgate/internal/gateway"
@@ -25,30 +29,49 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
+const usage = "usage: gateway [-config PATH] [serve|migrate] [-config PATH]"
+
 func run(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", config.PathFromEnv(), "config file (env "+config.EnvConfigPath+")")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: gateway [-config PATH] [serve|migrate]\n")
-		fs.PrintDefaults()
+	path := config.PathFromEnv()
+	// The flags are read before the subcommand and again after it.
+	parse := func(name string, args []string) ([]string, bool) {
+		fs := flag.NewFlagSet(name, flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		fs.StringVar(&path, "config", path, "config file (env "+config.EnvConfigPath+")")
+		fs.Usage = func() {
+			fmt.Fprintln(stderr, usage)
+			fs.PrintDefaults()
+		}
+		if err := fs.Parse(args); err != nil {
+			return nil, false
+		}
+		return fs.Args(), true
 	}
-	if err := fs.Parse(args); err != nil {
+	rest, ok := parse("gateway", args)
+	if !ok {
 		return 2
 	}
 	cmd := "serve"
-	if fs.NArg() > 0 {
-		cmd = fs.Arg(0)
+	if len(rest) > 0 {
+		cmd = rest[0]
+		if rest, ok = parse("gateway "+cmd, rest[1:]); !ok {
+			return 2
+		}
 	}
 	if cmd != "serve" && cmd != "migrate" {
 		fmt.Fprintf(stderr, "gateway: unknown subcommand %q\n", cmd)
-		fs.Usage()
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "gateway: unexpected argument %q after %s\n", rest[0], cmd)
+		fmt.Fprintln(stderr, usage)
 		return 2
 	}
 
-	cfg, err := config.Load(*path, kinds.Names())
+	cfg, err := config.Load(path, kinds.Names())
 	if err != nil {
-		fmt.Fprintf(stderr, "gateway: %s: %v\n", *path, err)
+		printErrors(stderr, "gateway", err)
 		return 1
 	}
 	log := logging.New(cfg.Log, stderr)
@@ -72,4 +95,12 @@ func run(args []string, stderr io.Writer) int {
 	}
 	log.Info("gateway: stopped")
 	return 0
+}
+
+// printErrors writes each line of err (config.Load reports one problem a
+// line) after the command's name.
+func printErrors(w io.Writer, prog string, err error) {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintf(w, "%s: %s\n", prog, line)
+	}
 }

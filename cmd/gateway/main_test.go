@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"callgate/internal/testenv"
@@ -63,4 +66,87 @@ func TestMistypedRoleStopsAtStart(t *testing.T) {
 	require.Equal(t, 1, run([]string{"serve"}, &stderr), stderr.String())
 	require.Contains(t, stderr.String(), "admin.token[1] (audit)")
 	require.NotContains(t, stderr.String(), secret)
+}
+
+// shippedWith is the shipped config with old replaced by new once, and
+// the line of the replacement.
+func shippedWith(t *testing.T, old, new string) (body string, line int) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml"))
+	require.NoError(t, err)
+	i := strings.Index(string(raw), old)
+	require.GreaterOrEqual(t, i, 0, "%q not in the shipped config", old)
+	return string(raw[:i]) + new + string(raw[i+len(old):]), strings.Count(string(raw[:i]), "\n") + 1
+}
+
+// TestBinaryErrorsSayWhatIsWrong builds the gateway and checks that each
+// mistake is named (the setting, its line, the flag), with exit status 2
+// for a usage error and 1 for a bad config, and that a migrate refused
+// for its config writes nothing.
+func TestBinaryErrorsSayWhatIsWrong(t *testing.T) {
+	bin := testenv.Build(t, "./cmd/gateway")
+
+	// A database that does not exist yet: migrate would create it.
+	c, err := mysql.ParseDSN(testenv.MySQLServerDSN())
+	require.NoError(t, err)
+	c.DBName = "callgate_t_" + testenv.Suffix()
+	dsn := c.FormatDSN()
+	root, err := sql.Open("mysql", testenv.MySQLServerDSN())
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = root.Exec("DROP DATABASE IF EXISTS `" + c.DBName + "`")
+		root.Close()
+	})
+	tables := func() int {
+		var n int
+		require.NoError(t, root.QueryRow("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ?", c.DBName).Scan(&n))
+		return n
+	}
+	env := []string{"CALLGATE_MYSQL_DSN=" + dsn}
+
+	t.Run("unknown key after migrate", func(t *testing.T) {
+		body, line := shippedWith(t, "  batch_size: 64\n", "  batchsize: 64\n")
+		broken := writeConfig(t, body)
+		code, _, stderr := testenv.Exec(t, bin, env, "migrate", "-config", broken)
+		require.Equal(t, 1, code, stderr)
+		require.Contains(t, stderr, fmt.Sprintf("gateway: %s: line %d: worker.batchsize: unknown key; did you mean batch_size?\n", broken, line))
+		require.Zero(t, tables(), "nothing written")
+		var schemas int
+		require.NoError(t, root.QueryRow("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", c.DBName).Scan(&schemas))
+		require.Zero(t, schemas, "not even the database created")
+	})
+	t.Run("wrong type", func(t *testing.T) {
+		body, line := shippedWith(t, "  batch_size: 64\n", "  batch_size: \"ten\"\n")
+		broken := writeConfig(t, body)
+		code, _, stderr := testenv.Exec(t, bin, env, "-config", broken, "migrate")
+		require.Equal(t, 1, code, stderr)
+		require.Contains(t, stderr, fmt.Sprintf(`gateway: %s: line %d: worker.batch_size: want a whole number, got "ten"`, broken, line))
+		require.NotContains(t, stderr, "unmarshal", "no Go type names")
+	})
+	t.Run("malformed CALLGATE_MYSQL_DSN", func(t *testing.T) {
+		code, _, stderr := testenv.Exec(t, bin, []string{"CALLGATE_MYSQL_DSN=root:pw@tcp(127.0.0.1:3306)" + c.DBName}, "migrate")
+		require.Equal(t, 1, code, stderr)
+		require.Equal(t, "gateway: CALLGATE_MYSQL_DSN: mysql.dsn: invalid DSN: missing the slash separating the database name\n", stderr)
+	})
+	t.Run("malformed mysql.dsn in the file", func(t *testing.T) {
+		body, line := shippedWith(t, `dsn: "root:@tcp(127.0.0.1:3306)/callgate"`, `dsn: "root:@tcp(127.0.0.1:3306)callgate"`)
+		broken := writeConfig(t, body)
+		code, _, stderr := testenv.Exec(t, bin, nil, "migrate", "-config="+broken)
+		require.Equal(t, 1, code, stderr)
+		require.Equal(t, fmt.Sprintf("gateway: %s: line %d: mysql.dsn: invalid DSN: missing the slash separating the database name\n", broken, line), stderr)
+	})
+	for _, args := range [][]string{{"migrate", "-verbose"}, {"migrate", "now"}, {"serve", "-config"}, {"launch"}} {
+		t.Run("usage "+strings.Join(args, " "), func(t *testing.T) {
+			code, _, stderr := testenv.Exec(t, bin, env, args...)
+			require.Equal(t, 2, code, stderr)
+			require.Contains(t, stderr, "usage: gateway [-config PATH] [serve|migrate] [-config PATH]")
+		})
+	}
+	require.Zero(t, tables(), "nothing written")
+
+	// The same database, the shipped config named after migrate: applied.
+	code, _, stderr := testenv.Exec(t, bin, env, "migrate", "-config", filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml"))
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "schema up to date")
+	require.NotZero(t, tables())
 }

@@ -31,7 +31,24 @@ const (
 //
 //	worker replay --id N --reason "..." [--force]
 //	worker replay --status FAILED --source S --since 2026-01-02T00:00:00Z --reason "..." [--dry-run] [--confirm-large]
+//	worker replay --since 24h --reason "..."   (received in the last 24 hours)
 func Replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return ReplayWith(ctx, Defaults{}, args, stdout, stderr)
+}
+
+// Defaults are what `worker replay` falls back on where neither its flags
+// nor the environment say (worker replay -config PATH takes them from the
+// config file): the gateway's base URL and its admin.token.
+type Defaults struct {
+	URL   string
+	Token string
+}
+
+// ReplayWith is Replay with defaults.
+func ReplayWith(ctx context.Context, d Defaults, args []string, stdout, stderr io.Writer) int {
+	if d.URL == "" {
+		d.URL = "http://127.0.0.1:8080"
+	}
 	fs := flag.NewFlagSet("worker replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -41,13 +58,13 @@ func Replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		status        = fs.String("status", "", "bulk: FAILED (default) or SUCCESS")
 		source        = fs.String("source", "", "bulk: source name")
 		kind          = fs.String("kind", "", "bulk: kind")
-		since         = fs.String("since", "", "bulk: received at or after (RFC 3339)")
-		until         = fs.String("until", "", "bulk: received before (RFC 3339)")
+		since         = fs.String("since", "", "bulk: received at or after (RFC 3339, or a duration like 24h: that long ago)")
+		until         = fs.String("until", "", "bulk: received before (RFC 3339, or a duration like 1h: that long ago)")
 		errorContains = fs.String("error-contains", "", "bulk: last_error contains")
 		ids           = fs.String("ids", "", "bulk: comma-separated log ids")
 		dryRun        = fs.Bool("dry-run", false, "bulk: only count and show a sample")
 		confirmLarge  = fs.Bool("confirm-large", false, "bulk: allow more than the configured cap")
-		url           = fs.String("url", envOr(EnvURL, "http://127.0.0.1:8080"), "gateway base URL (env "+EnvURL+")")
+		url           = fs.String("url", envOr(EnvURL, d.URL), "gateway base URL (env "+EnvURL+")")
 		wait          = fs.Bool("wait", true, "bulk: follow the job with a progress bar until it ends")
 	)
 	fs.Usage = func() {
@@ -59,7 +76,27 @@ func Replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "replay: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	now := time.Now()
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"since", since}, {"until", until}} {
+		t, err := parseTime(*f.v, now)
+		if err != nil {
+			fmt.Fprintf(stderr, "replay: --%s: %v\n", f.name, err)
+			return 2
+		}
+		*f.v = t
+	}
 	token := tokenFromEnv()
+	if token == "" {
+		token = firstToken(d.Token)
+	}
 	if token == "" {
 		fmt.Fprintln(stderr, "replay: set "+EnvToken+" to an admin token")
 		return 2
@@ -246,10 +283,26 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 // written there (a bare token, or "name:secret[:role]"), which the API
 // accepts whole: cutting it at the first colon sent "secret:role" for a
 // token with a role, which no token matches.
-func tokenFromEnv() string {
-	v := strings.TrimSpace(os.Getenv(EnvToken))
-	first, _, _ := strings.Cut(v, ",")
+func tokenFromEnv() string { return firstToken(os.Getenv(EnvToken)) }
+
+func firstToken(v string) string {
+	first, _, _ := strings.Cut(strings.TrimSpace(v), ",")
 	return strings.TrimSpace(first)
+}
+
+// parseTime reads --since or --until: an RFC 3339 time, or a duration
+// (24h, 90m) meaning that long before now. It returns RFC 3339, or "" for "".
+func parseTime(v string, now time.Time) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t.Format(time.RFC3339Nano), nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return now.Add(-d).UTC().Format(time.RFC3339Nano), nil
+	}
+	return "", fmt.Errorf("%q is neither an RFC 3339 time (2026-01-02T15:04:05Z) nor a duration like 24h (that long ago)", v)
 }
 
 func envOr(k, def string) string {

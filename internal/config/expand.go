@@ -14,12 +14,16 @@ const maxExpandedDepth = 32
 // parsed YAML tree. Expanding after parsing means a secret holding YAML
 // syntax cannot change the file's structure. An expanded scalar is left
 // to be typed by its new value (so max_open_conns: ${N:-64} is a number),
-// except a value YAML would read as null, which stays a string.
-func expandNode(n *yaml.Node, depth int) {
+// except a value YAML would read as null, which stays a string. orig, if
+// not nil, gets each expanded scalar's text as written.
+func expandNode(n *yaml.Node, depth int, orig map[*yaml.Node]string) {
 	if depth > maxExpandedDepth {
 		return
 	}
 	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
+		if orig != nil {
+			orig[n] = n.Value
+		}
 		n.Value = Expand(n.Value)
 		n.Style = 0
 		n.Tag = ""
@@ -29,7 +33,7 @@ func expandNode(n *yaml.Node, depth int) {
 		}
 	}
 	for _, c := range n.Content {
-		expandNode(c, depth+1)
+		expandNode(c, depth+1, orig)
 	}
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"callgate/internal/admin"
 	"callgate/internal/source"
+	"callgate/internal/store"
 	"errors"
 	"fmt"
 	"net"
@@ -40,7 +41,7 @@ func (c Config) Validate(kinds []string) error {
 		}
 	}
 	section("http", c.HTTP.validate())
-	section("mysql", c.MySQL.Validate())
+	section("mysql", c.mysqlValidate())
 	section("amqp", c.AMQP.Validate())
 	section("admin", c.Admin.Replay.Validate())
 	if _, err := admin.ParseProxies(c.Admin.TrustedProxies); err != nil {
@@ -71,6 +72,22 @@ func (c Config) Validate(kinds []string) error {
 		seen[s.Name] = i
 	}
 	return errors.Join(errs...)
+}
+
+// mysqlValidate is store.Config's Validate, with the driver's own words
+// for a DSN it cannot parse (the store's add "invalid mysql.dsn", which
+// would name the setting twice).
+func (c Config) mysqlValidate() error {
+	m := c.MySQL
+	var dsnErr error
+	if _, err := store.NormalizeDSN(m.DSN, m.DialTimeout); err != nil {
+		if inner := errors.Unwrap(err); inner != nil {
+			err = inner
+		}
+		dsnErr = fmt.Errorf("dsn: %w", err)
+		m.DSN = store.DSNDefault
+	}
+	return errors.Join(dsnErr, m.Validate())
 }
 
 func (h HTTP) validate() error {
