@@ -140,7 +140,7 @@ func (a *Alipay) Query(ctx context.Context, order string) (Answer, error) {
 	if err != nil {
 		// error_response (a bad app_id, a bad request signature) is
 		// Alipay refusing the query.
-		return Answer{}, fmt.Errorf("%w: %v: %s", ErrRefused, err, truncateAnswer(body))
+		return Answer{}, fmt.Errorf("%w: %w: %s", ErrRefused, err, truncateAnswer(body))
 	}
 	code, sub, err := platform.AlipayAnswerCode(content)
 	if err != nil {
@@ -171,7 +171,7 @@ func truncateAnswer(b []byte) string { return callback.Truncate(string(b), 200) 
 // parseRSAPrivateKey reads an RSA private key: PEM (PKCS#8 or PKCS#1), or
 // the bare base64 DER of either.
 func parseRSAPrivateKey(raw []byte) (*rsa.PrivateKey, error) {
-	der := raw
+	var der []byte
 	if blk, _ := pem.Decode(raw); blk != nil {
 		der = blk.Bytes
 	} else {

@@ -112,9 +112,9 @@ func (s *Stripe) Query(_ context.Context, order string) (Answer, error) {
 	defer s.mu.Unlock()
 	switch {
 	case !s.listed:
-		return Answer{}, errors.New("Stripe's events list was not read yet")
+		return Answer{}, errors.New("the Stripe events list was not read yet")
 	case s.err != nil:
-		return Answer{}, fmt.Errorf("Stripe's events list: %w", s.err)
+		return Answer{}, fmt.Errorf("the Stripe events list: %w", s.err)
 	case s.found[order] != nil:
 		return Answer{Body: s.found[order]}, nil
 	}
