@@ -2,7 +2,7 @@
 -- that currency's minor units: a payment pays an order only in its
 -- currency. Existing rows, and rows inserted without a currency, get CNY,
 -- the column's default; a shop selling in another currency sets the
--- default and its rows (README, "Upgrading to money-safe payments").
+-- default and its rows (docs/upgrading.md, "Upgrading to money-safe payments").
 -- Order codes grow to the business key's 191 characters: a Shopify order
 -- is "<shop>.myshopify.com/<name>".
 ALTER TABLE orders

@@ -1,7 +1,7 @@
 -- An older callgate pays any order that is not PAID again: refunded orders
 -- become PAID (a re-sent success is then "already applied", not shipped
 -- twice) and closed ones FAILED (an order without a payment), the
--- statuses it knows (README, "Upgrading to a payment's whole life").
+-- statuses it knows (docs/upgrading.md, "Upgrading to a payment's whole life").
 ALTER TABLE callback_log DROP COLUMN awaiting;
 DROP TABLE IF EXISTS disputes;
 DROP TABLE IF EXISTS refunds;

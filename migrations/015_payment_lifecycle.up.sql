@@ -1,4 +1,4 @@
--- A payment's whole life (README, "A payment's life: the rule table").
+-- A payment's whole life (docs/guarantees.md, "A payment's life: the rule table").
 -- orders.payment_status also takes PARTIALLY_REFUNDED (18 characters: the
 -- column grows from 16 to 32), REFUNDED and CLOSED. Existing orders keep
 -- their status and get refunded_amount 0 and no dispute: they are as they

@@ -1,4 +1,4 @@
--- Asking the platforms what never arrived (README, "Reconciliation").
+-- Asking the platforms what never arrived (docs/reconciliation.md).
 -- orders.payment_source names the source whose platform carries the
 -- order's payment (set by whoever creates the order; NULL: never asked);
 -- orders.created_at is when it was created (existing orders: the

@@ -1,5 +1,5 @@
 -- Reconciliation through a platform's events list (Stripe: GET /v1/events,
--- README "Reconciliation"): one row per source, listed_until the `created`
+-- docs/reconciliation.md): one row per source, listed_until the `created`
 -- time up to which every event the list gave was stored. It moves only
 -- when a whole listing was stored; no row: the first listing starts
 -- scheduler.reconcile.give_up back.

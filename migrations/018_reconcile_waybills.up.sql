@@ -1,4 +1,4 @@
--- Asking Kuaidi100 about silent waybills (README, "Reconciliation").
+-- Asking Kuaidi100 about silent waybills (docs/reconciliation.md).
 -- shipments.tracking_source names the source whose platform tracks the
 -- waybill (set by whoever creates the shipment, with the carrier's code
 -- as Kuaidi100 names it, e.g. yuantong, and the phone number some

@@ -15,8 +15,8 @@ import (
 	"callgate/internal/worker"
 )
 
-// TestDemoCallbackPaysTheOrderOnce follows README's "Send a signed
-// callback" on an empty database: the first run creates the demo order
+// TestDemoCallbackPaysTheOrderOnce follows docs/getting-started.md's "Send a
+// signed callback" on an empty database: the first run creates the demo order
 // and pays it, a second run is the same payment again (answered as a
 // duplicate, no possible double charge), and only DEMO_NEW_PAYMENT=1 sends
 // another payment, which the worker flags.

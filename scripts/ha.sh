@@ -15,7 +15,7 @@
 # scripts/ha.sh status   one line per server
 # scripts/ha.sh env      the environment the tests read (CALLGATE_HA_*)
 #
-# What the HA scenarios do to it (README, "On call", has the runbook the
+# What the HA scenarios do to it (docs/operations/mysql-failover.md has the runbook the
 # promote step follows):
 # scripts/ha.sh kill-db N | start-db N | kill-mq N | start-mq N
 # scripts/ha.sh mq-safe-to-lose N   wait until losing node N leaves every
@@ -42,7 +42,7 @@ MQ_PORTS=(5681 5682 5683)
 # SEMI_SYNC_TIMEOUT_MS is rpl_semi_sync_master_timeout on the primary. The
 # scenarios stop replication for 10 s and must see what a fallback to
 # asynchronous replication does, so the test cluster falls back after 1 s;
-# README, "Deployment", says what production needs.
+# docs/deployment.md says what production needs.
 SEMI_SYNC_TIMEOUT_MS=${CALLGATE_HA_SEMI_SYNC_TIMEOUT_MS:-1000}
 
 log() { echo "ha: $*" >&2; }

@@ -22,7 +22,7 @@ mariadb_login() { mariadb --protocol=tcp -h127.0.0.1 -uroot -e 'SELECT 1' >/dev/
 # of the RAM, between 512 MB and 4 GB: at about 1.5 KB a callback with its
 # indexes, 1 GB holds some 600,000 PENDING callbacks and their outbox
 # rows), and a redo log sized for bursts of group commits. A server that
-# was already installed keeps its own settings (see README, "Deployment").
+# was already installed keeps its own settings (see docs/deployment.md and docs/performance.md).
 mariadb_tuning() {
   local dir=/etc/mysql/mariadb.conf.d
   [ -d "$dir" ] || dir=/etc/mysql/conf.d

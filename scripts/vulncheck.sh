@@ -8,7 +8,7 @@
 # A vulnerability our code reaches in a third-party module fails the check:
 # upgrade the module. One in the Go standard library is reported loudly but
 # does not fail: the fix is a newer Go patch release, which this project's
-# machines cannot install (see README, "Security").
+# machines cannot install (see docs/security.md).
 #
 # Output: one line per vulnerability our code reaches (id, standard library
 # package or module at the version found, version that fixes it, title). VULNCHECK_VERBOSE=1 prints

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// The benchmark measures callgate on a MariaDB set up as the README asks
+// The benchmark measures callgate on a MariaDB set up as docs/performance.md asks
 // for in production ("What to give MySQL"), and as scripts/services.sh
 // configures a MariaDB it installs: a buffer pool that holds the backlog
 // (a quarter of the RAM, 512 MB to 4 GB) and a 512 MB redo log. A server

@@ -11,7 +11,7 @@ import (
 )
 
 // UnresolvedOrder is an order reconciliation gave up on that is still
-// UNPAID: on-call's to look at (README, "Reconciliation").
+// UNPAID: on-call's to look at (docs/reconciliation.md).
 type UnresolvedOrder struct {
 	OrderCode   string  `json:"order_code"`
 	Source      string  `json:"source"`

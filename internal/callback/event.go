@@ -39,8 +39,8 @@ const (
 )
 
 // PaymentEvent is one event in the life of an order's payment: a payment
-// (success or failure), a refund, a closure or a dispute. The README's rule
-// table says what each does to the order; internal/payment applies it.
+// (success or failure), a refund, a closure or a dispute. The rule table of
+// docs/guarantees.md says what each does to the order; internal/payment applies it.
 type PaymentEvent struct {
 	// Type is TypePayment (also when empty), TypeRefund, TypeClose or
 	// TypeDispute.

@@ -29,10 +29,10 @@ import (
 
 // Config is the whole file.
 type Config struct {
-	// Demo switches on the sources whose secrets are the README's
-	// documented demo values (paydemo, shipdemo as shipped). Off by
+	// Demo switches on the sources whose secrets are the
+	// documented demo values (docs/getting-started.md) (paydemo, shipdemo as shipped). Off by
 	// default: such a source is then disabled (404), since anyone who read
-	// the README could sign for it. Env CALLGATE_DEMO=1 (make run sets it).
+	// the documentation could sign for it. Env CALLGATE_DEMO=1 (make run sets it).
 	Demo      bool             `yaml:"demo"`
 	HTTP      HTTP             `yaml:"http"`
 	MySQL     store.Config     `yaml:"mysql"`

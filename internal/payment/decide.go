@@ -11,8 +11,8 @@ import (
 
 // The one place that decides what an event does to its order: decide,
 // called for every event of a batch in id order, and so for a callback
-// alone (a batch of one). It implements the README's rule table ("A
-// payment's life: the rule table"); test/differential's reference model
+// alone (a batch of one). It implements docs/guarantees.md's rule table
+// ("A payment's life: the rule table"); test/differential's reference model
 // is written from that table.
 
 // Payment statuses of orders.payment_status.

@@ -1,6 +1,6 @@
 // Package payment is the demo handler of payment callbacks: it follows an
 // order's money through its whole life (paid, refunded in part or in
-// full, closed, disputed) by the README's rule table, records every
+// full, closed, disputed) by docs/guarantees.md's rule table, records every
 // payment, refund and dispute once by its platform id, and tells the
 // warehouse, the loyalty system and the order system what changed. It is
 // an example of a callback.Handler: it runs inside the worker's

@@ -128,7 +128,7 @@ func (p *alipay) form(req Request) (Form, error) {
 // refund_fee being everything refunded of the trade so far; TRADE_CLOSED
 // with refund_fee is a full refund, without it an unpaid trade closed
 // (timed out or cancelled). Alipay's pages do not say that every refund
-// notifies (README, "Alipay").
+// notifies (docs/platforms/alipay.md).
 func (p *alipay) interpret(f Form) ([]Callback, error) {
 	// Signed, and ours: Alipay's own demo checks both.
 	if f["app_id"] != p.appID {

@@ -25,8 +25,8 @@ import (
 // check what a user relies on: the order, the payments, refunds and
 // disputes rows, each callback's status and attempt note, and every
 // notification written, in order, against the downstream contract. The
-// expectations are the README's rule table ("A payment's life: the rule
-// table") applied to what each preset's doc comment says the sample means.
+// expectations are docs/guarantees.md's rule table ("A payment's life: the
+// rule table") applied to what each preset's doc comment says the sample means.
 //
 // Only the fields that bind a notification to a merchant are changed in a
 // sample, where the test's source binds another merchant than the sample
@@ -288,7 +288,7 @@ func TestAlipayLifecycleSamples(t *testing.T) {
 
 	// TRADE_CLOSED with refund_fee 2.00 (= total_amount): the whole trade
 	// is refunded. refund_fee is the running total, so it counts what it
-	// adds, 150 fen, and the order is REFUNDED (README, Alipay: "the full
+	// adds, 150 fen, and the order is REFUNDED (docs/platforms/alipay.md: "the full
 	// refund that closed the paid trade (REFUNDED, warehouse.cancel)"; the
 	// rule table: a running total "counts what the total adds to
 	// refunded_amount"). The sample's out_biz_no is the partial refund's.
@@ -613,7 +613,7 @@ func TestStripeLifecycleSamples(t *testing.T) {
 // (its own database: the samples name one PaymentIntent); and the canceled
 // PaymentIntent of an order no payment was ever recorded for, named by its
 // metadata. This source reads the order where the samples' metadata carries
-// it, order_path data.object.metadata.order_id (README, Stripe: "or set
+// it, order_path data.object.metadata.order_id (docs/platforms/stripe.md: "or set
 // order_path").
 func TestStripeDisputeWonSample(t *testing.T) {
 	cfg := stripeConfig(stripeSecret)

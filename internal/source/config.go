@@ -207,7 +207,7 @@ func (c Config) Disabled() bool {
 	return c.Preset != "" && len(platform.Missing(c.Preset, c.Platform)) > 0
 }
 
-// DemoSecrets are the secrets the README and configs/callgate.yaml
+// DemoSecrets are the secrets docs/getting-started.md and configs/callgate.yaml
 // publish for the demo sources: anyone can sign with them, so a source
 // that accepts one serves only in demo mode (config demo, CALLGATE_DEMO=1).
 var DemoSecrets = []string{

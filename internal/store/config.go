@@ -46,7 +46,7 @@ type Config struct {
 	// Durability is what a 200 means: "primary" (default), the callback
 	// is committed on the primary; "replica", also acknowledged by a
 	// replica through lossless semi-synchronous replication, which the
-	// gateway checks at start (README, "Deployment"). Env
+	// gateway checks at start (docs/deployment.md). Env
 	// CALLGATE_MYSQL_DURABILITY.
 	Durability string `yaml:"durability"`
 }

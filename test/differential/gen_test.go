@@ -47,8 +47,8 @@ type order struct {
 }
 
 // event is one payment-kind notification, as the handler will read it
-// once its platform's preset has (what each platform's section of the
-// README says it maps to), before the platform words it.
+// once its platform's preset has (what each platform's page under
+// docs/platforms/ says it maps to), before the platform words it.
 type event struct {
 	Source string // paydemo, stripe, adyen, wechatpay, alipay, shopify
 	Seq    int    // its number in the sequence: event ids derive from it
@@ -193,8 +193,8 @@ func ignoredNote(e *event) string {
 	panic(e.Source)
 }
 
-// closeReason is the reason a close carries, as each platform's section
-// of the README says.
+// closeReason is the reason a close carries, as each platform's page
+// under docs/platforms/ says.
 func closeReason(e *event) string { return e.Reason }
 
 // history is what the generator has sent for one order (the model decides
@@ -707,7 +707,7 @@ func genClose(r *rand.Rand, e *event) {
 	case "wechatpay":
 		e.Reason = "wechat pay trade_state CLOSED"
 	case "stripe":
-		// A PaymentIntent canceled is a failed attempt (README, Stripe),
+		// A PaymentIntent canceled is a failed attempt (docs/platforms/stripe.md),
 		// not the order's closure.
 		e.Type, e.Status, e.Variant = "payment", "FAILED", 1
 		e.PaymentNo, e.Amount, e.Currency = fmt.Sprintf("PAY-C%d", e.Seq), 100, "USD"
@@ -935,7 +935,7 @@ func renderCarrier(c *carrier, shipdemoSecret string) request {
 	return request{"kuaidi100", []byte(form.Encode()), http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}}
 }
 
-// renderPaydemo writes the canonical shapes of the README's table for
+// renderPaydemo writes the canonical shapes of docs/guarantees.md's table for
 // configured JSON sources.
 func renderPaydemo(e *event, id, secret string, now time.Time) request {
 	ev := map[string]any{"orderCode": e.Order}

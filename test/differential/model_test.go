@@ -11,8 +11,8 @@ import (
 )
 
 // The reference model: the business rules written out once more, plainly,
-// from the README's tables ("A payment's life: the rule table", the
-// platforms' sections, and the carrier rules), one callback after another
+// from the documentation's tables (docs/guarantees.md, "A payment's life:
+// the rule table", the platforms' pages under docs/platforms/, and the carrier rules), one callback after another
 // in the order they were accepted. It shares no code with the handlers;
 // where they disagree, one of them is wrong.
 
@@ -203,7 +203,7 @@ func (m *model) cell(event, state string) {
 	m.cells[event+" | "+state]++
 }
 
-// decide is the README's rule table. It returns the outcome, or, for an
+// decide is the rule table of docs/guarantees.md. It returns the outcome, or, for an
 // event that waits, its reason.
 func (m *model) decide(e *event) (outcome, string, bool) {
 	if e.Poison {
