@@ -51,7 +51,9 @@ if [ -x bin/worker ]; then
 fi
 bin/gateway -config "$config" &
 names[$!]=gateway
-echo "callgate: gateway on ${CALLGATE_HTTP_ADDR:-:8080}; try scripts/demo-callback.sh paydemo" >&2
+# The gateway itself says where it listens once it does ("gateway:
+# listening", and in demo mode the demo script to try): a line printed
+# here would come before the bind, even when the bind then fails.
 
 while [ ${#names[@]} -gt 0 ]; do
   pid=

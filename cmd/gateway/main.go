@@ -7,13 +7,15 @@
 // any other argument is refused with the usage line (exit status 2).
 //
 // Every setting can also come from the environment (CALLGATE_CONFIG,
-// CALLGATE_MYSQL_DSN, CALLGATE_AMQP_URL, ...); see README.md.
+// CALLGATE_MYSQL_DSN, CALLGATE_AMQP_URL, ...); see docs/configuration.md.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -79,6 +81,9 @@ func run(args []string, stderr io.Writer) int {
 
 	if cmd == "migrate" {
 		v, err := store.Migrate(cfg.MySQL.DSN, cfg.MySQL.DialTimeout)
+		if ae := store.AsAccessError(err, cfg.MySQL.DSN); ae != nil {
+			return startFailed(log, path, ae)
+		}
 		if err != nil {
 			log.Error("gateway: migrate failed", "error", err)
 			return 1
@@ -90,11 +95,24 @@ func run(args []string, stderr io.Writer) int {
 	ctx, stop := shutdown.OnSignal(log, "gateway")
 	defer stop()
 	if err := gateway.Run(ctx, cfg, log, nil); err != nil {
-		log.Error("gateway: stopped with error", "error", err)
-		return 1
+		return startFailed(log, path, err)
 	}
 	log.Info("gateway: stopped")
 	return 0
+}
+
+// startFailed logs why the gateway stopped, with exit status 1: a
+// setting's fault (MySQL or RabbitMQ refusing what the DSN or the URL
+// names, an address already in use) in one line that names the setting
+// and where its value came from, never a password.
+func startFailed(log *slog.Logger, path string, err error) int {
+	var se config.SettingError
+	if errors.As(err, &se) {
+		log.Error("gateway: "+config.Blame(path, err), "setting", se.Setting())
+		return 1
+	}
+	log.Error("gateway: stopped with error", "error", err)
+	return 1
 }
 
 // printErrors writes each line of err (config.Load reports one problem a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,4 +150,88 @@ func TestBinaryErrorsSayWhatIsWrong(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stderr, "schema up to date")
 	require.NotZero(t, tables())
+}
+
+// TestBinaryStartNamesTheRefusedSetting builds the gateway and starts it
+// with what MySQL or RabbitMQ refuses, and on an address already taken:
+// each stops it at start with exit status 1 and one ERROR line that names
+// the setting and where its value came from, never the password, before
+// anything is served (no "listening" line).
+func TestBinaryStartNamesTheRefusedSetting(t *testing.T) {
+	bin := testenv.Build(t, "./cmd/gateway")
+	cfg := testenv.Config(t) // a migrated database, a fresh prefix
+	shipped := filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml")
+	const password = "not-the-password-0123"
+	c, err := mysql.ParseDSN(cfg.MySQL.DSN)
+	require.NoError(t, err)
+	wrongPassword := *c
+	wrongPassword.Passwd = password
+	unknownDB := *c
+	unknownDB.DBName = "callgate_t_none_" + testenv.Suffix()
+	wrongAMQP := strings.Replace(cfg.AMQP.URL, "guest:guest@", "guest:"+password+"@", 1)
+	require.NotEqual(t, cfg.AMQP.URL, wrongAMQP, "the test broker's URL is guest:guest@")
+
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+
+	env := func(kv ...string) []string {
+		base := map[string]string{"CALLGATE_MYSQL_DSN": cfg.MySQL.DSN, "CALLGATE_AMQP_URL": cfg.AMQP.URL,
+			"CALLGATE_AMQP_PREFIX": cfg.AMQP.Prefix, "CALLGATE_HTTP_ADDR": "127.0.0.1:0"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			base[kv[i]] = kv[i+1]
+		}
+		var out []string
+		for k, v := range base {
+			out = append(out, k+"="+v)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"MySQL wrong password", env("CALLGATE_MYSQL_DSN", wrongPassword.FormatDSN()),
+			[]string{`gateway: CALLGATE_MYSQL_DSN: mysql.dsn: MySQL at ` + c.Addr + ` refused user \"` + c.User + `\": wrong user or password`}},
+		{"MySQL unknown database", env("CALLGATE_MYSQL_DSN", unknownDB.FormatDSN()),
+			[]string{`gateway: CALLGATE_MYSQL_DSN: mysql.dsn: MySQL at ` + c.Addr + ` has no database \"` + unknownDB.DBName + `\"`}},
+		{"AMQP wrong password", env("CALLGATE_AMQP_URL", wrongAMQP),
+			[]string{`gateway: CALLGATE_AMQP_URL: amqp.url: RabbitMQ at `, `refused user \"guest\": wrong user or password`}},
+		{"address in use", env("CALLGATE_HTTP_ADDR", taken.Addr().String()),
+			[]string{`gateway: CALLGATE_HTTP_ADDR: http.addr: listen ` + taken.Addr().String() + `: address already in use`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := testenv.Exec(t, bin, tc.env, "-config", shipped)
+			require.Equal(t, 1, code, stderr)
+			var errorLines []string
+			for line := range strings.Lines(stderr) {
+				if strings.Contains(line, `"level":"ERROR"`) {
+					errorLines = append(errorLines, line)
+				}
+			}
+			require.Len(t, errorLines, 1, "one ERROR line:\n%s", stderr)
+			for _, want := range tc.want {
+				require.Contains(t, errorLines[0], want)
+			}
+			require.NotContains(t, stderr, password)
+			require.NotContains(t, stderr, "gateway: listening", "nothing served")
+		})
+	}
+
+	t.Run("the file's line when the value is the file's", func(t *testing.T) {
+		body, line := shippedWith(t, `dsn: "root:@tcp(127.0.0.1:3306)/callgate"`, `dsn: "`+wrongPassword.FormatDSN()+`"`)
+		p := writeConfig(t, body)
+		e := env()
+		for i, kv := range e {
+			if strings.HasPrefix(kv, "CALLGATE_MYSQL_DSN=") {
+				e = append(e[:i], e[i+1:]...)
+				break
+			}
+		}
+		code, _, stderr := testenv.Exec(t, bin, e, "-config", p)
+		require.Equal(t, 1, code, stderr)
+		require.Contains(t, stderr, fmt.Sprintf(`gateway: %s: line %d: mysql.dsn: MySQL at %s refused user`, p, line, c.Addr))
+		require.NotContains(t, stderr, password)
+	})
 }

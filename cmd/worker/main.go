@@ -15,11 +15,12 @@
 // usage line (exit status 2).
 //
 // Every setting can also come from the environment (CALLGATE_CONFIG,
-// CALLGATE_MYSQL_DSN, CALLGATE_AMQP_URL, ...); see README.md.
+// CALLGATE_MYSQL_DSN, CALLGATE_AMQP_URL, ...); see docs/configuration.md.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -130,6 +131,14 @@ func run(args []string, stderr io.Writer) int {
 	ctx, stop := shutdown.OnSignal(log, "worker")
 	defer stop()
 	if err := worker.Run(ctx, cfg.WorkerSettings(), reg, log, worker.Options{Hooks: faultHooks(log)}); err != nil {
+		// A setting's fault (MySQL or RabbitMQ refusing what the DSN or
+		// the URL names, worker.metrics_addr in use) is one line naming
+		// the setting and where its value came from, never a password.
+		var se config.SettingError
+		if errors.As(err, &se) {
+			log.Error("worker: "+config.Blame(*path, err), "setting", se.Setting())
+			return 1
+		}
 		log.Error("worker: stopped with error", "error", err)
 		return 1
 	}

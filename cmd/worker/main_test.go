@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"callgate/internal/testenv"
@@ -104,4 +105,64 @@ func TestBinaryErrorsSayWhatIsWrong(t *testing.T) {
 		require.NoError(t, err)
 		require.WithinDuration(t, time.Now().Add(-24*time.Hour), since, time.Minute)
 	})
+}
+
+// TestBinaryStartNamesTheRefusedSetting builds the worker and starts it
+// with what MySQL or RabbitMQ refuses: each stops it at start with exit
+// status 1 and one ERROR line that names the setting and where its value
+// came from, never the password, before it consumes ("worker: started"
+// is not logged).
+func TestBinaryStartNamesTheRefusedSetting(t *testing.T) {
+	bin := testenv.Build(t, "./cmd/worker")
+	cfg := testenv.Config(t)
+	// The shipped file with the worker's metrics on a free port (:9090 may
+	// be another worker's on this machine).
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml"))
+	require.NoError(t, err)
+	const metrics = `metrics_addr: ":9090"`
+	require.Contains(t, string(raw), metrics)
+	cfgPath := filepath.Join(t.TempDir(), "callgate.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(strings.Replace(string(raw), metrics, `metrics_addr: "127.0.0.1:0"`, 1)), 0o600))
+
+	const password = "not-the-password-0123"
+	c, err := mysql.ParseDSN(cfg.MySQL.DSN)
+	require.NoError(t, err)
+	wrongPassword := *c
+	wrongPassword.Passwd = password
+	unknownDB := *c
+	unknownDB.DBName = "callgate_t_none_" + testenv.Suffix()
+	wrongAMQP := strings.Replace(cfg.AMQP.URL, "guest:guest@", "guest:"+password+"@", 1)
+	require.NotEqual(t, cfg.AMQP.URL, wrongAMQP, "the test broker's URL is guest:guest@")
+	env := func(dsn, url string) []string {
+		return []string{"CALLGATE_MYSQL_DSN=" + dsn, "CALLGATE_AMQP_URL=" + url, "CALLGATE_AMQP_PREFIX=" + cfg.AMQP.Prefix}
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"MySQL wrong password", env(wrongPassword.FormatDSN(), cfg.AMQP.URL),
+			[]string{`worker: CALLGATE_MYSQL_DSN: mysql.dsn: MySQL at ` + c.Addr + ` refused user \"` + c.User + `\": wrong user or password`}},
+		{"MySQL unknown database", env(unknownDB.FormatDSN(), cfg.AMQP.URL),
+			[]string{`worker: CALLGATE_MYSQL_DSN: mysql.dsn: MySQL at ` + c.Addr + ` has no database \"` + unknownDB.DBName + `\"`}},
+		{"AMQP wrong password", env(cfg.MySQL.DSN, wrongAMQP),
+			[]string{`worker: CALLGATE_AMQP_URL: amqp.url: RabbitMQ at `, `refused user \"guest\": wrong user or password`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := testenv.Exec(t, bin, tc.env, "-config", cfgPath)
+			require.Equal(t, 1, code, stderr)
+			var errorLines []string
+			for line := range strings.Lines(stderr) {
+				if strings.Contains(line, `"level":"ERROR"`) {
+					errorLines = append(errorLines, line)
+				}
+			}
+			require.Len(t, errorLines, 1, "one ERROR line:\n%s", stderr)
+			for _, want := range tc.want {
+				require.Contains(t, errorLines[0], want)
+			}
+			require.NotContains(t, stderr, password)
+			require.NotContains(t, stderr, "worker: started", "nothing consumed")
+		})
+	}
 }

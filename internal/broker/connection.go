@@ -43,6 +43,9 @@ type ConnectionConfig struct {
 	Setup func(conn *amqp.Connection) error
 	// OnReconnect is called after every successful connect but the first.
 	OnReconnect func()
+	// Setting names where URLs came from in the config (amqp.url or
+	// amqp.urls), for a RefusedError. Default "amqp.url".
+	Setting string
 }
 
 // Connection keeps one AMQP connection alive, redialing with backoff
@@ -54,9 +57,13 @@ type Connection struct {
 	conn       *amqp.Connection
 	ready      chan struct{} // closed while conn is usable
 	connects   atomic.Int64
-	lastErrMsg atomic.Value // string
-	next       int          // index into cfg.URLs of the node to dial next (Run's goroutine only)
-	node       atomic.Value // string: NodeName of the node connected to, "" when down
+	lastErrMsg atomic.Value  // string
+	next       int           // index into cfg.URLs of the node to dial next (Run's goroutine only)
+	node       atomic.Value  // string: NodeName of the node connected to, "" when down
+	firstRound chan struct{} // closed when the first dial round has ended (connected or not)
+	connected  chan struct{} // closed at the first connect
+	failed     chan struct{} // closed when Run gave up on a RefusedError
+	refused    *RefusedError // set before failed is closed
 }
 
 // NewConnection returns a Connection; call Run to connect.
@@ -70,7 +77,10 @@ func NewConnection(cfg ConnectionConfig, log *slog.Logger) *Connection {
 	if len(cfg.URLs) == 0 {
 		cfg.URLs = []string{URLDefault}
 	}
-	c := &Connection{cfg: cfg, log: log, ready: make(chan struct{})}
+	if cfg.Setting == "" {
+		cfg.Setting = "amqp.url"
+	}
+	c := &Connection{cfg: cfg, log: log, ready: make(chan struct{}), firstRound: make(chan struct{}), connected: make(chan struct{}), failed: make(chan struct{})}
 	if len(cfg.URLs) > 1 {
 		c.next = rand.IntN(len(cfg.URLs))
 	}
@@ -83,10 +93,28 @@ func NewConnection(cfg ConnectionConfig, log *slog.Logger) *Connection {
 func (c *Connection) Node() string { return c.node.Load().(string) }
 
 // Run dials and keeps the connection up until ctx ends, then closes it.
+// Until it has connected once, a broker that refuses the login or the
+// vhost (RefusedError) ends it: that lasts until the config changes, so
+// the process stops (Failed) instead of retrying for ever. Once connected,
+// every failure is retried.
 func (c *Connection) Run(ctx context.Context) {
 	delay := c.cfg.ReconnectMin
+	first := true
 	for {
-		conn, node, err := c.dialRound(ctx)
+		conn, node, refused, err := c.dialRound(ctx)
+		fatal := err != nil && refused != nil && c.connects.Load() == 0
+		if fatal {
+			c.lastErrMsg.Store(refused.Error())
+			c.refused = refused
+			close(c.failed)
+		}
+		if first {
+			first = false
+			close(c.firstRound)
+		}
+		if fatal {
+			return
+		}
 		if err != nil {
 			c.lastErrMsg.Store(err.Error())
 			c.log.Warn("broker: connect failed, retrying", "error", err, "retry_in", delay.String())
@@ -111,6 +139,7 @@ func (c *Connection) Run(ctx context.Context) {
 			}
 		} else {
 			c.log.Info("broker: connected", "node", node)
+			close(c.connected)
 		}
 
 		select {
@@ -133,7 +162,10 @@ func (c *Connection) Run(ctx context.Context) {
 // returns the first that connects (and takes the topology). The node after
 // it is the next in turn: a connection that dies is redialled on another
 // node first.
-func (c *Connection) dialRound(ctx context.Context) (*amqp.Connection, string, error) {
+//
+// refused is the first node's refusal of the login, the vhost or the
+// topology's permissions, when a node answered so.
+func (c *Connection) dialRound(ctx context.Context) (conn *amqp.Connection, node string, refused *RefusedError, err error) {
 	var errs []error
 	for range c.cfg.URLs {
 		url := c.cfg.URLs[c.next%len(c.cfg.URLs)]
@@ -141,7 +173,10 @@ func (c *Connection) dialRound(ctx context.Context) (*amqp.Connection, string, e
 		node := NodeName(url)
 		conn, err := c.dial(url)
 		if err == nil {
-			return conn, node, nil
+			return conn, node, nil, nil
+		}
+		if r := asRefused(err, c.cfg.Setting, url); r != nil && refused == nil {
+			refused = r
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", node, err))
 		if ctx.Err() != nil {
@@ -149,9 +184,9 @@ func (c *Connection) dialRound(ctx context.Context) (*amqp.Connection, string, e
 		}
 	}
 	if len(errs) == 1 {
-		return nil, "", errors.Unwrap(errs[0])
+		return nil, "", refused, errors.Unwrap(errs[0])
 	}
-	return nil, "", errors.Join(errs...)
+	return nil, "", refused, errors.Join(errs...)
 }
 
 func (c *Connection) dial(url string) (*amqp.Connection, error) {
@@ -168,7 +203,7 @@ func (c *Connection) dial(url string) (*amqp.Connection, error) {
 	if c.cfg.Setup != nil {
 		if err := c.cfg.Setup(conn); err != nil {
 			_ = conn.Close()
-			return nil, fmt.Errorf("error declaring topology: %w", err)
+			return nil, &declareError{fmt.Errorf("error declaring topology: %w", err)}
 		}
 	}
 	return conn, nil
@@ -183,6 +218,28 @@ func (c *Connection) down(reason string) {
 		c.ready = make(chan struct{})
 	}
 	c.node.Store("")
+}
+
+// FirstRound is closed when the first round of dials has ended, whether
+// it connected or not.
+func (c *Connection) FirstRound() <-chan struct{} { return c.firstRound }
+
+// Connected is closed once the first connection is up (and stays closed
+// while later ones come and go).
+func (c *Connection) Connected() <-chan struct{} { return c.connected }
+
+// Failed is closed when Run gave up because the broker refused the login,
+// the vhost or the topology before any connect; Refused then says why.
+func (c *Connection) Failed() <-chan struct{} { return c.failed }
+
+// Refused is what ended Run (nil while Failed is open).
+func (c *Connection) Refused() *RefusedError {
+	select {
+	case <-c.failed:
+		return c.refused
+	default:
+		return nil
+	}
 }
 
 // Current returns the live connection, or ErrNotConnected.

@@ -14,6 +14,7 @@ import (
 	"callgate/internal/config"
 	"callgate/internal/intake"
 	"callgate/internal/kinds"
+	"callgate/internal/listen"
 	"callgate/internal/metrics"
 	"callgate/internal/platform"
 	"callgate/internal/profiling"
@@ -68,12 +69,19 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 	if err != nil {
 		return fmt.Errorf("admin.%w", err)
 	}
+	disabledWhy := make(map[string]string, len(disabled))
 	if len(disabled) > 0 {
-		names, reasons := make([]string, len(disabled)), make([]string, len(disabled))
+		// A short line naming them, then one per source with its reason
+		// (together they made a 600-character line).
+		names := make([]string, len(disabled))
 		for i, d := range disabled {
-			names[i], reasons[i] = d.Name, d.Name+": "+d.Reason
+			names[i] = d.Name
+			disabledWhy[d.Name] = d.Reason
 		}
-		log.Warn("gateway: sources disabled (they answer 404)", "sources", strings.Join(names, ", "), "reasons", strings.Join(reasons, "; "))
+		log.Warn("gateway: sources disabled (they answer 404)", "sources", strings.Join(names, ", "))
+		for _, d := range disabled {
+			log.Info("gateway: source disabled", "source", d.Name, "reason", d.Reason)
+		}
 	}
 	if cfg.Demo {
 		log.Warn("gateway: demo mode (" + config.EnvDemo + "=1): the sources with the README's demo secrets serve; never in production")
@@ -120,6 +128,11 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 	topo := broker.NewTopology(cfg.AMQP, kinds.Names())
 	mq := broker.Start(cfg.AMQP, "callgate-gateway", topo, announceDrain, m.BrokerReconnects.Inc, log)
 	defer mq.Stop()
+	// A broker that refuses the login stops the start before anything is
+	// served; one that is down is redialled in the background, as always.
+	if err := mq.Started(ctx, broker.FirstRoundWait); err != nil {
+		return err
+	}
 	conn, ann := mq.Conn, mq.Announcer
 	// The intake announces what it stores: a group-commit batch's new
 	// callbacks in one announcement per kind. (Closed before the broker
@@ -165,6 +178,7 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 		Tracing:         spans,
 		Intake: &intake.Handler{
 			Sources:         sources,
+			Disabled:        disabledWhy,
 			Store:           inserter,
 			Log:             log,
 			StoreTimeout:    cfg.MySQL.IntakeTimeout,
@@ -217,30 +231,66 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 	if err != nil {
 		return err
 	}
-	if served.Admin == nil {
-		return ServeListeners(ctx, gcfg, Listener{Name: "public", Listener: served.Public, Handler: NewRouter(gcfg)})
+	if cfg.Demo {
+		gcfg.Listening = func() {
+			log.Info("gateway: demo: try scripts/demo-callback.sh paydemo", "url", baseURL(served.Public, cfg.HTTP))
+		}
 	}
-	return ServeListeners(ctx, gcfg,
-		Listener{Name: "public", Listener: served.Public, Handler: NewRouter(gcfg)},
-		Listener{Name: "admin", Listener: served.Admin, Handler: NewAdminRouter(gcfg)})
+	// A broker that refuses the login later (it took longer than
+	// FirstRoundWait to answer, and was never connected) stops the
+	// gateway too.
+	sctx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	go func() {
+		select {
+		case <-mq.Failed():
+			stopServing()
+		case <-sctx.Done():
+		}
+	}()
+	ll := []Listener{{Name: "public", Listener: served.Public, Handler: NewRouter(gcfg)}}
+	if served.Admin != nil {
+		ll = append(ll, Listener{Name: "admin", Listener: served.Admin, Handler: NewAdminRouter(gcfg)})
+	}
+	err = ServeListeners(sctx, gcfg, ll...)
+	if refused := mq.Conn.Refused(); refused != nil {
+		return refused
+	}
+	return err
+}
+
+// baseURL is the URL a user on this machine reaches ln at.
+func baseURL(ln net.Listener, hc config.HTTP) string {
+	scheme := "http"
+	if hc.TLSCertFile != "" {
+		scheme = "https"
+	}
+	host, port, err := net.SplitHostPort(ln.Addr().String())
+	if err != nil {
+		return scheme + "://" + ln.Addr().String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
 // openListeners opens the listeners the caller did not: http.addr always,
 // http.admin_addr when set. On failure nothing stays open.
 func openListeners(hc config.HTTP, ls Listeners) (Listeners, error) {
 	if ls.Public == nil {
-		ln, err := net.Listen("tcp", hc.Addr)
+		ln, err := listen.TCP("http.addr", hc.Addr)
 		if err != nil {
 			closeListener(ls.Admin)
-			return ls, fmt.Errorf("error listening on %s: %w", hc.Addr, err)
+			return ls, err
 		}
 		ls.Public = ln
 	}
 	if ls.Admin == nil && hc.AdminAddr != "" {
-		ln, err := net.Listen("tcp", hc.AdminAddr)
+		ln, err := listen.TCP("http.admin_addr", hc.AdminAddr)
 		if err != nil {
 			closeListener(ls.Public)
-			return ls, fmt.Errorf("error listening on http.admin_addr %s: %w", hc.AdminAddr, err)
+			return ls, err
 		}
 		ls.Admin = ln
 	}
@@ -290,6 +340,10 @@ func checkRowsFit(ctx context.Context, st *store.Store, cfg *config.Config, log 
 	ctx, cancel := context.WithTimeout(ctx, 2*cfg.MySQL.DialTimeout+time.Second)
 	defer cancel()
 	packet, err := st.MaxAllowedPacket(ctx)
+	if ae := store.AsAccessError(err, cfg.MySQL.DSN); ae != nil {
+		// The user, password or database is refused: no retry fixes it.
+		return ae
+	}
 	if err != nil {
 		log.Warn("gateway: could not check max_body_bytes against MySQL's max_allowed_packet", "error", err)
 		return nil

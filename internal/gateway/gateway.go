@@ -53,6 +53,9 @@ type Config struct {
 	Admin *admin.Handler
 	// Tracing records request spans when configured (nil: off).
 	Tracing *tracing.SpanRecorder
+	// Listening, when set, is called once every listener serves (after
+	// the "listening" lines).
+	Listening func()
 }
 
 // NewRouter builds the gin engine of the public listener: the intake and
@@ -192,6 +195,9 @@ func ServeListeners(ctx context.Context, cfg Config, ls ...Listener) error {
 		servers[i] = srv
 		go func() { errc <- serve(srv, l.Listener, cfg.Server) }()
 		cfg.Log.Info("gateway: listening", "listener", l.Name, "addr", l.Listener.Addr().String())
+	}
+	if cfg.Listening != nil {
+		cfg.Listening()
 	}
 	var first error
 	pending := len(ls)

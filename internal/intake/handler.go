@@ -31,8 +31,12 @@ type Inserter interface {
 // Handler serves POST /callbacks/:source.
 type Handler struct {
 	Sources map[string]*Source
-	Store   Inserter
-	Log     *slog.Logger
+	// Disabled are the configured sources left out (they answer 404 as
+	// unknown), with why (NewSources); a request to one is logged with
+	// the reason, at most once a minute per source.
+	Disabled map[string]string
+	Store    Inserter
+	Log      *slog.Logger
 	// StoreTimeout bounds the INSERT; past it the platform gets a 503.
 	StoreTimeout time.Duration
 	// ReannounceAfter sets next_attempt_at: if no worker has processed the
@@ -41,6 +45,8 @@ type Handler struct {
 	// Now is the clock (tests set it).
 	Now     func() time.Time
 	Metrics *metrics.Metrics
+
+	disabled disabledLog
 }
 
 // Error reasons a caller sees. They name the problem, never internals.
@@ -69,6 +75,10 @@ func (h *Handler) Callback(c *gin.Context) {
 	ctx := c.Request.Context()
 	src, ok := h.Sources[c.Param("source")]
 	if !ok {
+		if why, off := h.Disabled[c.Param("source")]; off {
+			h.refuseDisabled(c, c.Param("source"), why)
+			return
+		}
 		h.refuse(c, nil, http.StatusNotFound, reasonUnknownSource, nil)
 		return
 	}

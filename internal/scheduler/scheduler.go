@@ -8,6 +8,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -16,6 +17,12 @@ import (
 
 	"callgate/internal/metrics"
 )
+
+// ErrNotYet, wrapped in a job's error, says that the job skipped what
+// needs something not yet there at start (the broker's first connection):
+// not a failure, so it is not logged as one. Once the broker has been
+// connected, its absence is a failure again.
+var ErrNotYet = errors.New("not connected yet since start")
 
 // Job is one periodic job.
 type Job struct {
@@ -45,7 +52,12 @@ func New(log *slog.Logger, m *metrics.Metrics, jobs []Job, opts ...gocron.Schedu
 			gocron.DurationJob(j.Interval),
 			gocron.NewTask(func(ctx context.Context) {
 				m.JobRuns.WithLabelValues(name).Inc()
-				if err := run(ctx); err != nil && ctx.Err() == nil {
+				err := run(ctx)
+				switch {
+				case err == nil || ctx.Err() != nil:
+				case errors.Is(err, ErrNotYet):
+					log.Debug("scheduler: job skipped a part, not ready yet", "job", name, "reason", err)
+				default:
 					log.Warn("scheduler: job failed", "job", name, "error", err)
 				}
 			}),

@@ -14,6 +14,7 @@ import (
 
 	"callgate/internal/broker"
 	"callgate/internal/intake"
+	"callgate/internal/listen"
 	"callgate/internal/metrics"
 	"callgate/internal/platform"
 	"callgate/internal/reconcile"
@@ -46,7 +47,16 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 		OnReplayed: func(n int) { m.Replayed.WithLabelValues("bulk").Add(float64(n)) }}
 	m.DownstreamUnroutedLimit.Set(float64(topo.UnroutedLimit()))
 	gauges := &scheduler.Gauges{Store: st, Metrics: m, Sources: sources, Leader: elector.Leader,
-		UnroutedDepth: func() (int, error) { return topo.UnroutedDepth(conn) }}
+		UnroutedDepth: func() (int, error) {
+			// The first runs come before the broker's first connect (the
+			// jobs start at once): skip the queue's gauge quietly until then.
+			select {
+			case <-conn.Connected():
+			default:
+				return 0, fmt.Errorf("broker: %w", scheduler.ErrNotYet)
+			}
+			return topo.UnroutedDepth(conn)
+		}}
 
 	recon, err := Reconciliation(ctx, set, st, platforms, intake.AnnounceNew(ann, logger), m, logger)
 	if err != nil {
@@ -97,8 +107,8 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 func serveMetrics(addr string, ln net.Listener, m *metrics.Metrics, logger *slog.Logger) (func(), error) {
 	if ln == nil {
 		var err error
-		if ln, err = net.Listen("tcp", addr); err != nil {
-			return nil, fmt.Errorf("error listening on worker.metrics_addr %s: %w", addr, err)
+		if ln, err = listen.TCP("worker.metrics_addr", addr); err != nil {
+			return nil, err
 		}
 	}
 	mux := http.NewServeMux()

@@ -7,6 +7,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -64,6 +65,9 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 		return err
 	}
 	defer st.Close()
+	if err := checkMySQL(ctx, st, storeCfg.WithDefaults(), logger); err != nil {
+		return err
+	}
 	spans, err := tracing.NewSpanRecorder(ctx, set.Tracing.OTLPEndpoint, "callgate-worker")
 	if err != nil {
 		return err
@@ -84,6 +88,11 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 	topo := broker.NewTopology(set.Broker, reg.Kinds())
 	mq := broker.Start(set.Broker, "callgate-worker "+workerID, topo, announceDrain, m.BrokerReconnects.Inc, logger)
 	defer mq.Stop()
+	// A broker that refuses the login stops the start; one that is down is
+	// redialled in the background, as always.
+	if err := mq.Started(ctx, broker.FirstRoundWait); err != nil {
+		return err
+	}
 	conn, ann := mq.Conn, mq.Announcer
 	m.ObserveAnnouncer(ann.Published, ann.Dropped, ann.Nacked)
 
@@ -171,7 +180,14 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 	}
 	logger.Info("worker: started", "kinds", reg.Kinds())
 
-	<-ctx.Done()
+	var refused error
+	select {
+	case <-ctx.Done():
+	case <-mq.Failed():
+		// Refused after FirstRoundWait, never having connected: stop as
+		// at start (nothing was consumed).
+		refused = mq.Conn.Refused()
+	}
 	logger.Info("worker: stopping, waiting for in-flight callbacks", "timeout", cfg.ShutdownTimeout.String())
 	done := make(chan struct{})
 	go func() { consumers.Wait(); close(done) }()
@@ -182,6 +198,26 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 		cancelWork()
 		<-done
 	}
+	if refused != nil {
+		return refused
+	}
 	logger.Info("worker: stopped")
+	return nil
+}
+
+// checkMySQL asks MySQL once at start: a user, password or database it
+// refuses stops the worker (store.AccessError); a server that cannot be
+// reached now is a warning, and the pool dials again at every use.
+func checkMySQL(ctx context.Context, st *store.Store, cfg store.Config, logger *slog.Logger) error {
+	pctx, cancel := context.WithTimeout(ctx, 2*cfg.DialTimeout+time.Second)
+	defer cancel()
+	err := store.CheckAccess(pctx, st, cfg.DSN)
+	var ae *store.AccessError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	if err != nil && ctx.Err() == nil {
+		logger.Warn("worker: MySQL cannot be reached now; starting anyway, it is dialled again at every use", "error", err)
+	}
 	return nil
 }
