@@ -12,7 +12,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -119,22 +118,9 @@ func (a *Alipay) Query(ctx context.Context, order string) (Answer, error) {
 		form.Set(k, v)
 	}
 	form.Set("sign", base64.StdEncoding.EncodeToString(sig))
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.gateway, strings.NewReader(form.Encode()))
+	body, header, err := postForm(ctx, a.http, a.gateway, "application/x-www-form-urlencoded;charset=utf-8", form)
 	if err != nil {
 		return Answer{}, err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded;charset=utf-8")
-	res, err := a.http.Do(req)
-	if err != nil {
-		return Answer{}, err
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxAnswerBytes))
-	if err != nil {
-		return Answer{}, err
-	}
-	if res.StatusCode != http.StatusOK {
-		return Answer{}, fmt.Errorf("%w: HTTP %d", ErrRefused, res.StatusCode)
 	}
 	content, sign, err := platform.AlipaySignedAnswer(body)
 	if err != nil {
@@ -162,7 +148,7 @@ func (a *Alipay) Query(ctx context.Context, order string) (Answer, error) {
 	case !found:
 		return Answer{}, fmt.Errorf("%w: code %s %s: %s", ErrRefused, code, sub, truncateAnswer(content))
 	}
-	return Answer{Body: body, Header: res.Header}, nil
+	return Answer{Body: body, Header: header}, nil
 }
 
 // truncateAnswer is a short quote of an answer for a log line.

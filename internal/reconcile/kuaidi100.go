@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -83,22 +82,9 @@ func (k *Kuaidi100) QueryWaybill(ctx context.Context, w store.SilentWaybill) (An
 		return Answer{}, err
 	}
 	form := url.Values{"customer": {k.customer}, "param": {string(param)}, "sign": {Kuaidi100Sign(string(param), k.key, k.customer)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, k.url, strings.NewReader(form.Encode()))
+	body, header, err := postForm(ctx, k.http, k.url, "application/x-www-form-urlencoded", form)
 	if err != nil {
 		return Answer{}, err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	res, err := k.http.Do(req)
-	if err != nil {
-		return Answer{}, err
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxAnswerBytes))
-	if err != nil {
-		return Answer{}, err
-	}
-	if res.StatusCode != http.StatusOK {
-		return Answer{}, fmt.Errorf("%w: HTTP %d", ErrRefused, res.StatusCode)
 	}
 	ok, com, code, msg, err := platform.Kuaidi100AnswerCode(body)
 	switch {
@@ -109,7 +95,7 @@ func (k *Kuaidi100) QueryWaybill(ctx context.Context, w store.SilentWaybill) (An
 		// or it is not ours.
 		return Answer{}, fmt.Errorf("%w: the answer is about carrier %q, not %q", ErrNotOurs, callback.Truncate(com, 32), w.Carrier)
 	case ok:
-		return Answer{Body: body, Header: res.Header}, nil
+		return Answer{Body: body, Header: header}, nil
 	case code == platform.Kuaidi100NoResult:
 		return Answer{NotFound: true}, nil
 	}

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -37,14 +36,11 @@ type Alipay struct {
 	app    *rsa.PublicKey
 	alipay *rsa.PrivateKey
 
-	mu       sync.Mutex
+	state
 	trades   map[string]map[string]string
-	asked    map[string]int
-	down     bool
 	badSig   *rsa.PrivateKey
 	escape   bool
 	unsigned bool
-	refusals int
 }
 
 // Unsigned makes every answer come without its sign (true), as a forger
@@ -67,7 +63,7 @@ func (s *Alipay) EscapeSlashes(on bool) {
 // key is app; answers are signed by alipay.
 func StartAlipay(t testing.TB, appID string, app *rsa.PublicKey, alipay *rsa.PrivateKey) *Alipay {
 	t.Helper()
-	s := &Alipay{appID: appID, app: app, alipay: alipay, trades: map[string]map[string]string{}, asked: map[string]int{}}
+	s := &Alipay{appID: appID, app: app, alipay: alipay, trades: map[string]map[string]string{}}
 	srv := httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL + "/gateway.do"
@@ -84,13 +80,6 @@ func (s *Alipay) SetTrade(order string, fields map[string]string) {
 	s.trades[order] = fields
 }
 
-// Down makes every request fail at the connection (true) or be served.
-func (s *Alipay) Down(down bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.down = down
-}
-
 // SignWith signs the answers with k instead of Alipay's key (nil: Alipay's
 // again): a forged answer.
 func (s *Alipay) SignWith(k *rsa.PrivateKey) {
@@ -99,26 +88,8 @@ func (s *Alipay) SignWith(k *rsa.PrivateKey) {
 	s.badSig = k
 }
 
-// Asked is how many signed queries order got.
-func (s *Alipay) Asked(order string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.asked[order]
-}
-
-// Refusals counts requests refused for their signature or parameters.
-func (s *Alipay) Refusals() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.refusals
-}
-
 func (s *Alipay) serve(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	down := s.down
-	s.mu.Unlock()
-	if down {
-		hangUp(w)
+	if s.hungUp(w) {
 		return
 	}
 	if r.Method != http.MethodPost || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
@@ -130,9 +101,7 @@ func (s *Alipay) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.checkRequest(r.PostForm); err != nil {
-		s.mu.Lock()
-		s.refusals++
-		s.mu.Unlock()
+		s.refused()
 		s.write(w, map[string]string{"code": "40002", "msg": "Invalid Arguments", "sub_code": "isv.invalid-signature", "sub_msg": err.Error()}, false)
 		return
 	}
@@ -144,7 +113,7 @@ func (s *Alipay) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	s.asked[biz.OutTradeNo]++
+	s.count(biz.OutTradeNo)
 	trade, ok := s.trades[biz.OutTradeNo]
 	s.mu.Unlock()
 	if !ok {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -23,13 +22,10 @@ type Kuaidi100 struct {
 
 	customer, key string
 
-	mu       sync.Mutex
+	state
 	waybills map[string]map[string]any
-	asked    map[string]int
 	params   []map[string]string
-	down     bool
 	anyCom   bool
-	refusals int
 }
 
 // AnswerAnyCarrier makes a waybill's snapshot the answer whatever carrier
@@ -44,7 +40,7 @@ func (s *Kuaidi100) AnswerAnyCarrier(on bool) {
 // customer whose key is key.
 func StartKuaidi100(t testing.TB, customer, key string) *Kuaidi100 {
 	t.Helper()
-	s := &Kuaidi100{customer: customer, key: key, waybills: map[string]map[string]any{}, asked: map[string]int{}}
+	s := &Kuaidi100{customer: customer, key: key, waybills: map[string]map[string]any{}}
 	srv := httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
@@ -64,20 +60,6 @@ func (s *Kuaidi100) SetSnapshot(waybill, com, state string, data []map[string]an
 		"status": "200", "state": state, "data": data}
 }
 
-// Down makes every request fail at the connection (true) or be served.
-func (s *Kuaidi100) Down(down bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.down = down
-}
-
-// Asked is how many signed queries waybill got.
-func (s *Kuaidi100) Asked(waybill string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.asked[waybill]
-}
-
 // Params are the signed queries' param objects.
 func (s *Kuaidi100) Params() []map[string]string {
 	s.mu.Lock()
@@ -85,19 +67,8 @@ func (s *Kuaidi100) Params() []map[string]string {
 	return append([]map[string]string(nil), s.params...)
 }
 
-// Refusals counts requests refused for their sign.
-func (s *Kuaidi100) Refusals() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.refusals
-}
-
 func (s *Kuaidi100) serve(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	down := s.down
-	s.mu.Unlock()
-	if down {
-		hangUp(w)
+	if s.hungUp(w) {
 		return
 	}
 	if r.Method != http.MethodPost || r.URL.Path != "/poll/query.do" || r.ParseForm() != nil {
@@ -107,9 +78,7 @@ func (s *Kuaidi100) serve(w http.ResponseWriter, r *http.Request) {
 	param := r.PostForm.Get("param")
 	sum := md5.Sum([]byte(param + s.key + s.customer))
 	if r.PostForm.Get("customer") != s.customer || r.PostForm.Get("sign") != strings.ToUpper(hex.EncodeToString(sum[:])) {
-		s.mu.Lock()
-		s.refusals++
-		s.mu.Unlock()
+		s.refused()
 		writeJSON(w, map[string]any{"result": false, "returnCode": "503", "message": "验证签名失败"})
 		return
 	}
@@ -119,7 +88,7 @@ func (s *Kuaidi100) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	s.asked[p["num"]]++
+	s.count(p["num"])
 	s.params = append(s.params, p)
 	snap, ok := s.waybills[p["num"]]
 	anyCom := s.anyCom

@@ -18,7 +18,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -42,13 +41,10 @@ type WeChatPay struct {
 	platform         *rsa.PrivateKey
 	keyID            string
 
-	mu       sync.Mutex
-	orders   map[string]map[string]any
-	asked    map[string]int
-	times    []time.Time
-	down     bool
-	badSig   *rsa.PrivateKey
-	refusals int
+	state
+	orders map[string]map[string]any
+	times  []time.Time
+	badSig *rsa.PrivateKey
 
 	// GET /v3/certificates (wechatpay_certs.go)
 	apiv3Key  string
@@ -62,7 +58,7 @@ type WeChatPay struct {
 func StartWeChatPay(t testing.TB, mchID, mchSerial string, merchant *rsa.PublicKey, platform *rsa.PrivateKey, keyID string) *WeChatPay {
 	t.Helper()
 	s := &WeChatPay{mchID: mchID, mchSerial: mchSerial, merchant: merchant, platform: platform, keyID: keyID,
-		orders: map[string]map[string]any{}, asked: map[string]int{}}
+		orders: map[string]map[string]any{}}
 	srv := httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
@@ -78,26 +74,12 @@ func (s *WeChatPay) SetTransaction(order string, txn map[string]any) {
 	s.orders[order] = txn
 }
 
-// Down makes every request fail at the connection (true) or be served.
-func (s *WeChatPay) Down(down bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.down = down
-}
-
 // SignWith signs the answers with k instead of the platform's key (nil:
 // the platform's again): a forged answer.
 func (s *WeChatPay) SignWith(k *rsa.PrivateKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.badSig = k
-}
-
-// Asked is how many signed queries order got.
-func (s *WeChatPay) Asked(order string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.asked[order]
 }
 
 // Times are when the signed queries came.
@@ -107,27 +89,10 @@ func (s *WeChatPay) Times() []time.Time {
 	return append([]time.Time(nil), s.times...)
 }
 
-// Refusals counts requests refused for their signature.
-func (s *WeChatPay) Refusals() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.refusals
-}
-
 var authRe = regexp.MustCompile(`^WECHATPAY2-SHA256-RSA2048 (.+)$`)
 
 func (s *WeChatPay) serve(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	down := s.down
-	s.mu.Unlock()
-	if down {
-		if hj, ok := w.(http.Hijacker); ok {
-			if c, _, err := hj.Hijack(); err == nil {
-				_ = c.Close()
-				return
-			}
-		}
-		http.Error(w, "down", http.StatusServiceUnavailable)
+	if s.hungUp(w) {
 		return
 	}
 	if r.URL.Path == certificatesPath {
@@ -140,9 +105,7 @@ func (s *WeChatPay) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.checkAuthorization(r); err != nil {
-		s.mu.Lock()
-		s.refusals++
-		s.mu.Unlock()
+		s.refused()
 		s.answer(w, http.StatusUnauthorized, map[string]any{"code": "SIGN_ERROR", "message": err.Error()})
 		return
 	}
@@ -152,7 +115,7 @@ func (s *WeChatPay) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	order := strings.TrimPrefix(r.URL.Path, prefix)
 	s.mu.Lock()
-	s.asked[order]++
+	s.count(order)
 	s.times = append(s.times, time.Now())
 	txn, ok := s.orders[order]
 	s.mu.Unlock()

@@ -66,9 +66,7 @@ func (s *WeChatPay) serveCertificates(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.checkAuthorization(r); err != nil {
-		s.mu.Lock()
-		s.refusals++
-		s.mu.Unlock()
+		s.refused()
 		s.answer(w, http.StatusUnauthorized, map[string]any{"code": "SIGN_ERROR", "message": err.Error()})
 		return
 	}
