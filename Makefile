@@ -6,9 +6,11 @@ export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 BIN := bin
 CONFIG ?= configs/callgate.yaml
 # The whole suite, race detector on; well under 15 minutes on 2 cores.
-TEST_FLAGS ?= -race -count=1 -timeout 12m
-FAULT_FLAGS ?= -tags fault -count=1 -p 1 -timeout 12m
-HA_FLAGS ?= -tags fault,ha -count=1 -p 1 -timeout 15m
+# -trimpath keeps the clone's path out of the build cache's keys, so a fresh
+# clone (CI's) compiles only what changed, not every package of ours again.
+TEST_FLAGS ?= -race -count=1 -timeout 12m -trimpath
+FAULT_FLAGS ?= -tags fault -count=1 -p 1 -timeout 12m -trimpath
+HA_FLAGS ?= -tags fault,ha -count=1 -p 1 -timeout 15m -trimpath
 HA_UP_LOG ?= $(or $(TMPDIR),/tmp)/callgate-ha-up.log
 FUZZTIME ?= 30s
 GOLANGCI_VERSION := v2.15.0

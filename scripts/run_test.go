@@ -92,7 +92,7 @@ func TestRunStopsGracefully(t *testing.T) {
 func buildBinaries(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command(goTool(), "build", "-o", filepath.Join(dir, "bin")+"/", "./cmd/gateway", "./cmd/worker")
+	cmd := exec.Command(goTool(), "build", "-trimpath", "-o", filepath.Join(dir, "bin")+"/", "./cmd/gateway", "./cmd/worker")
 	cmd.Dir = testenv.RepoRoot()
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go build\n%s", out)

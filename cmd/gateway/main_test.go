@@ -85,7 +85,7 @@ func shippedWith(t *testing.T, old, new string) (body string, line int) {
 // for a usage error and 1 for a bad config, and that a migrate refused
 // for its config writes nothing.
 func TestBinaryErrorsSayWhatIsWrong(t *testing.T) {
-	bin := testenv.Build(t, "./cmd/gateway")
+	bin := testenv.Self(t)
 
 	// A database that does not exist yet: migrate would create it.
 	c, err := mysql.ParseDSN(testenv.MySQLServerDSN())
@@ -158,7 +158,7 @@ func TestBinaryErrorsSayWhatIsWrong(t *testing.T) {
 // the setting and where its value came from, never the password, before
 // anything is served (no "listening" line).
 func TestBinaryStartNamesTheRefusedSetting(t *testing.T) {
-	bin := testenv.Build(t, "./cmd/gateway")
+	bin := testenv.Self(t)
 	cfg := testenv.Config(t) // a migrated database, a fresh prefix
 	shipped := filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml")
 	const password = "not-the-password-0123"
@@ -235,3 +235,7 @@ func TestBinaryStartNamesTheRefusedSetting(t *testing.T) {
 		require.NotContains(t, stderr, password)
 	})
 }
+
+// TestMain makes this test binary the command too, for the tests that
+// run it as a process (testenv.Self, testenv.Exec).
+func TestMain(m *testing.M) { testenv.RunMainOrTests(m, main) }

@@ -37,7 +37,7 @@ func brokenConfig(t *testing.T) (path string, line int) {
 // is honoured after each subcommand, that other stray arguments get the
 // usage line and exit status 2, and that replay checks --since itself.
 func TestBinaryErrorsSayWhatIsWrong(t *testing.T) {
-	bin := testenv.Build(t, "./cmd/worker")
+	bin := testenv.Self(t)
 	shipped := filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml")
 	broken, line := brokenConfig(t)
 	name := func(args []string) string {
@@ -113,7 +113,7 @@ func TestBinaryErrorsSayWhatIsWrong(t *testing.T) {
 // came from, never the password, before it consumes ("worker: started"
 // is not logged).
 func TestBinaryStartNamesTheRefusedSetting(t *testing.T) {
-	bin := testenv.Build(t, "./cmd/worker")
+	bin := testenv.Self(t)
 	cfg := testenv.Config(t)
 	// The shipped file with the worker's metrics on a free port (:9090 may
 	// be another worker's on this machine).
@@ -166,3 +166,7 @@ func TestBinaryStartNamesTheRefusedSetting(t *testing.T) {
 		})
 	}
 }
+
+// TestMain makes this test binary the command too, for the tests that
+// run it as a process (testenv.Self, testenv.Exec).
+func TestMain(m *testing.M) { testenv.RunMainOrTests(m, main) }

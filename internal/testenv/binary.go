@@ -5,27 +5,41 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// Build compiles the command at pkg (e.g. "./cmd/gateway") into a
-// temporary directory and returns the binary's path.
-func Build(t testing.TB, pkg string) string {
+// envRunMain, in a test binary's environment, makes RunMainOrTests run
+// the command instead of its tests.
+const envRunMain = "TESTENV_RUN_MAIN"
+
+// RunMainOrTests is the TestMain of a command's package: run by Exec on
+// Self, the test binary is the command (main); otherwise it runs the tests.
+// The tests so run the very code they test, race detector and all, with
+// no `go build` of their own (one took minutes with the rest of the suite
+// compiling beside it).
+func RunMainOrTests(m *testing.M, main func()) {
+	if os.Getenv(envRunMain) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Self returns the path of the running test binary, for Exec: in a
+// package whose TestMain is RunMainOrTests, it runs as the command.
+func Self(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", bin, pkg)
-	cmd.Dir = RepoRoot()
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build %s: %s", pkg, out)
+	bin, err := os.Executable()
+	require.NoError(t, err)
 	return bin
 }
 
-// Exec runs bin with args in the repository's root, with this process's
-// environment less every CALLGATE_* variable, plus env ("K=V"). It
+// Exec runs bin (Self: the command) with args in the repository's root,
+// with this process's environment less every CALLGATE_* variable, plus
+// env ("K=V"). It
 // returns the exit status and what the binary wrote to stdout and stderr.
 func Exec(t testing.TB, bin string, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
@@ -36,6 +50,7 @@ func Exec(t testing.TB, bin string, env []string, args ...string) (code int, std
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, envRunMain+"=1")
 	cmd.Env = append(cmd.Env, env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,15 +52,13 @@ func StartOIDCProvider(t testing.TB) *OIDCProvider { return StartOIDCProviderOn(
 // StartOIDCProviderOn is StartOIDCProvider listening on addr.
 func StartOIDCProviderOn(t testing.TB, addr string) *OIDCProvider {
 	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	require.True(t, ok)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
+	root := RepoRoot()
 	bin := filepath.Join(t.TempDir(), "oidcprovider")
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = "/usr/local/go/bin/go"
 	}
-	build := exec.Command(goBin, "build", "-o", bin, "./test/oidcprovider")
+	build := exec.Command(goBin, "build", "-trimpath", "-o", bin, "./test/oidcprovider")
 	build.Dir = root
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "go build ./test/oidcprovider: %s", out)

@@ -18,7 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,11 +52,33 @@ func AMQPURL() string {
 	return broker.URLDefault
 }
 
-// RepoRoot is the module root, found from this file's path.
+// RepoRoot is the module root: the nearest directory holding go.mod,
+// from the working directory up (go test runs a package's tests in its
+// directory). Not from this file's compiled-in path, which -trimpath (make
+// test: the build cache then outlives the clone's path) makes relative.
 func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	repoRootOnce.Do(func() {
+		dir, err := os.Getwd()
+		if err != nil {
+			panic("testenv: " + err.Error())
+		}
+		for d := dir; ; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+				repoRoot = d
+				return
+			}
+			if filepath.Dir(d) == d {
+				panic("testenv: no go.mod above " + dir)
+			}
+		}
+	})
+	return repoRoot
 }
+
+var (
+	repoRootOnce sync.Once
+	repoRoot     string
+)
 
 // Suffix returns a short random name part.
 func Suffix() string {

@@ -53,7 +53,7 @@ func runMain(m *testing.M) int {
 	// kill switches (cmd/worker/fault.go), which production builds lack.
 	for bin, pkg := range map[string]string{gatewayBin: "./cmd/gateway", workerBin: "./cmd/worker"} {
 		start := time.Now()
-		cmd := exec.Command(goTool(), "build", "-tags", "fault", "-o", bin, pkg)
+		cmd := exec.Command(goTool(), "build", "-trimpath", "-tags", "fault", "-o", bin, pkg)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "fault: go build %s: %v\n%s", pkg, err, out)
