@@ -16,6 +16,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
+	"callgate/internal/admin"
+	"callgate/internal/config"
 	"callgate/internal/testenv"
 )
 
@@ -165,6 +167,33 @@ func TestBinaryStartNamesTheRefusedSetting(t *testing.T) {
 			require.NotContains(t, stderr, "worker: started", "nothing consumed")
 		})
 	}
+}
+
+// TestBinaryReplayWithTheDemoToken: against the gateway `make run` starts
+// (demo mode, no admin token configured), `worker replay` works at once
+// without CALLGATE_ADMIN_TOKEN, with the demo token; a gateway with tokens
+// of its own refuses it, and the CLI says what to set.
+func TestBinaryReplayWithTheDemoToken(t *testing.T) {
+	bin := testenv.Self(t)
+	t.Setenv("CALLGATE_DEMO", "1")
+	t.Setenv("CALLGATE_ADMIN_TOKEN", "")
+	cfg := testenv.Config(t) // the shipped file, as make run reads it
+	require.Equal(t, admin.DemoToken, cfg.Admin.Token)
+	gw := testenv.StartGateway(t, cfg)
+	gw.WaitReady(t)
+	code, stdout, stderr := testenv.Exec(t, bin, []string{"CALLGATE_ADMIN_URL=" + gw.URL}, "replay", "--since", "24h", "--reason", "trying it", "--dry-run")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "dry run: 0 callbacks match")
+
+	own := testenv.Config(t, func(c *config.Config) { c.Admin.Token = "ops:a-token-of-our-own" })
+	gw = testenv.StartGateway(t, own)
+	gw.WaitReady(t)
+	code, _, stderr = testenv.Exec(t, bin, []string{"CALLGATE_ADMIN_URL=" + gw.URL}, "replay", "--since", "24h", "--reason", "trying it", "--dry-run")
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "replay: the gateway refused the demo admin token (HTTP 401): it works only with a gateway in demo mode, as make run starts it; set CALLGATE_ADMIN_TOKEN")
+	code, stdout, stderr = testenv.Exec(t, bin, []string{"CALLGATE_ADMIN_URL=" + gw.URL, "CALLGATE_ADMIN_TOKEN=ops:a-token-of-our-own"}, "replay", "--since", "24h", "--reason", "trying it", "--dry-run")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "dry run: 0 callbacks match")
 }
 
 // TestMain makes this test binary the command too, for the tests that

@@ -42,6 +42,9 @@ func Replay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 type Defaults struct {
 	URL   string
 	Token string
+	// DemoToken says Token is the demo admin token, which only a gateway
+	// in demo mode accepts: a refusal then says to set CALLGATE_ADMIN_TOKEN.
+	DemoToken bool
 }
 
 // ReplayWith is Replay with defaults.
@@ -93,15 +96,15 @@ func ReplayWith(ctx context.Context, d Defaults, args []string, stdout, stderr i
 		}
 		*f.v = t
 	}
-	token := tokenFromEnv()
+	token, demo := tokenFromEnv(), false
 	if token == "" {
-		token = firstToken(d.Token)
+		token, demo = firstToken(d.Token), d.DemoToken
 	}
 	if token == "" {
 		fmt.Fprintln(stderr, "replay: set "+EnvToken+" to an admin token")
 		return 2
 	}
-	c := &client{base: strings.TrimRight(*url, "/"), token: token, http: &http.Client{Timeout: 30 * time.Second}}
+	c := &client{base: strings.TrimRight(*url, "/"), token: token, demo: demo, http: &http.Client{Timeout: 30 * time.Second}}
 
 	if *id > 0 {
 		if *reason == "" && !*dryRun {
@@ -234,6 +237,7 @@ func follow(ctx context.Context, c *client, job jobView, stdout, stderr io.Write
 type client struct {
 	base  string
 	token string
+	demo  bool // token is the demo admin token, no one's choice
 	http  *http.Client
 }
 
@@ -260,6 +264,9 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 10<<20))
 	if err != nil {
 		return err
+	}
+	if c.demo && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusNotFound) {
+		return fmt.Errorf("the gateway refused the demo admin token (HTTP %d): it works only with a gateway in demo mode, as make run starts it; set %s to one of the gateway's admin.token", resp.StatusCode, EnvToken)
 	}
 	if resp.StatusCode >= 300 {
 		var e struct {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"callgate/internal/admin"
 	"callgate/internal/config"
 )
 
@@ -417,4 +418,44 @@ func TestReconcileSettings(t *testing.T) {
 	t.Setenv("CALLGATE_RECONCILE_AFTER", "ten minutes")
 	_, err = config.Load(path, kinds)
 	require.ErrorContains(t, err, "CALLGATE_RECONCILE_AFTER")
+}
+
+// TestDemoAdminToken: demo mode with no admin token and no single sign-on
+// opens the admin side with the published demo token; a configured token
+// or single sign-on keeps it off; outside demo mode a setting that holds
+// it stops the start, naming the setting.
+func TestDemoAdminToken(t *testing.T) {
+	t.Setenv("T_SHIP_SECRET", "s3cret")
+	t.Setenv("CALLGATE_ADMIN_TOKEN", "")
+	t.Setenv("CALLGATE_DEMO", "")
+	parse := func(extra string) (*config.Config, error) { return config.Parse([]byte(extra+valid), kinds) }
+
+	cfg, err := parse("")
+	require.NoError(t, err)
+	require.Empty(t, cfg.Admin.Token, "not in demo mode: the admin side stays off")
+
+	cfg, err = parse("demo: true\n")
+	require.NoError(t, err)
+	require.Equal(t, admin.DemoToken, cfg.Admin.Token)
+	tokens, err := admin.ParseTokens(cfg.Admin.Token)
+	require.NoError(t, err)
+	who, err := tokens.Authenticate(admin.DemoToken)
+	require.NoError(t, err)
+	require.Equal(t, admin.RoleOperator, who.Role)
+
+	cfg, err = parse("demo: true\nadmin: {token: 'me:my-own-secret-1'}\n")
+	require.NoError(t, err)
+	require.Equal(t, "me:my-own-secret-1", cfg.Admin.Token, "a configured token replaces the demo one")
+
+	t.Setenv("CALLGATE_DEMO", "1")
+	cfg, err = parse("admin: {oidc: {issuer: 'https://idp.example', client_id: c, client_secret: a-secret-of-16-chars, redirect_url: 'https://cg.example/admin/oidc/callback', operators: [ops]}}\n")
+	require.NoError(t, err)
+	require.Empty(t, cfg.Admin.Token, "single sign-on configured: no demo token beside it")
+
+	t.Setenv("CALLGATE_DEMO", "")
+	_, err = parse("admin: {token: '" + admin.DemoToken + "'}\n")
+	require.ErrorContains(t, err, "line 1: admin.token: holds the published demo admin token, which works only in demo mode (CALLGATE_DEMO=1)")
+	t.Setenv("CALLGATE_ADMIN_TOKEN", "ops:a-real-token-1,"+admin.DemoToken)
+	_, err = parse("")
+	require.ErrorContains(t, err, "CALLGATE_ADMIN_TOKEN: admin.token: holds the published demo admin token")
 }

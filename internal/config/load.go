@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"callgate/internal/admin"
 	"callgate/internal/scheduler"
 	"callgate/internal/store"
 )
@@ -134,6 +135,11 @@ func Parse(raw []byte, kinds []string) (*Config, error) {
 			*d.field(&cfg) = dur
 			fromEnv[d.path] = d.env
 		}
+	}
+	if cfg.Demo && cfg.Admin.Token == "" && cfg.Admin.OIDC.Issuer == "" {
+		// Demo mode opens the admin side with the published demo token
+		// (refused outside demo mode, by Validate).
+		cfg.Admin.Token = admin.DemoToken
 	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(kinds); err != nil {

@@ -47,6 +47,9 @@ func (c Config) Validate(kinds []string) error {
 	if _, err := admin.ParseProxies(c.Admin.TrustedProxies); err != nil {
 		section("admin", err)
 	}
+	if !c.Demo && admin.HoldsDemoToken(c.Admin.Token) {
+		errs = append(errs, errors.New("admin.token: holds the published demo admin token, which works only in demo mode ("+EnvDemo+"=1): set a token of your own"))
+	}
 	section("admin.oidc", c.Admin.OIDC.validate())
 	section("log", c.Log.Validate())
 	section("worker", c.Worker.Validate(kinds))

@@ -233,6 +233,14 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 	}
 	if cfg.Demo {
 		gcfg.Listening = func() {
+			if cfg.Admin.Token == admin.DemoToken {
+				console := baseURL(served.Public, cfg.HTTP)
+				if served.Admin != nil {
+					console = baseURL(served.Admin, cfg.HTTP)
+				}
+				log.Info("gateway: demo: the console is at "+console+"/admin/, log in with the demo admin token "+admin.DemoToken,
+					"url", console+"/admin/", "token", admin.DemoToken)
+			}
 			log.Info("gateway: demo: try scripts/demo-callback.sh paydemo", "url", baseURL(served.Public, cfg.HTTP))
 		}
 	}
