@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -25,9 +26,14 @@ type Worker struct {
 // cfg until the test ends. opts may swap the handlers or set test hooks.
 func StartWorker(t testing.TB, cfg *config.Config, opts worker.Options) *Worker {
 	t.Helper()
+	return StartWorkerLogging(t, cfg, opts, Logger(t, cfg))
+}
+
+// StartWorkerLogging is StartWorker logging to log.
+func StartWorkerLogging(t testing.TB, cfg *config.Config, opts worker.Options, log *slog.Logger) *Worker {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Worker{stop: cancel, done: make(chan error, 1)}
-	log := Logger(t, cfg)
 	go func() {
 		w.done <- worker.Run(ctx, cfg.WorkerSettings(), kinds.Registry(cfg.WorkerSettings()), log, opts)
 	}()

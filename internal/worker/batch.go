@@ -61,6 +61,8 @@ type batchRun struct {
 func (p *Processor) ProcessBatch(workCtx context.Context, ids []int64) map[int64]Result {
 	out := make(map[int64]Result, len(ids))
 	ids = uniqueSorted(ids)
+	workCtx, t := withTally(workCtx)
+	defer p.logSummary(workCtx, len(ids), t, time.Now())
 	size := max(1, p.BatchSize)
 	for start := 0; start < len(ids); start += size {
 		chunk := ids[start:min(start+size, len(ids))]
@@ -392,7 +394,7 @@ func (p *Processor) settleBatch(workCtx context.Context, r *batchRun, out map[in
 	seen := map[store.Key]bool{}
 	for i := range r.succeeded {
 		cb := &r.succeeded[i]
-		p.observe(cb.Kind, "success", r.started)
+		p.observe(workCtx, cb.Kind, "success", r.started)
 		if k := store.KeyOf(cb); !seen[k] {
 			seen[k] = true
 			keys = append(keys, k)

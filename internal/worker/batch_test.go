@@ -16,6 +16,7 @@ import (
 
 	"callgate/internal/callback"
 	"callgate/internal/config"
+	"callgate/internal/logging"
 	"callgate/internal/metrics"
 	"callgate/internal/payment"
 	"callgate/internal/testenv"
@@ -363,4 +364,62 @@ func TestBatchCarrierEventsAsOneByOne(t *testing.T) {
 	}, oneNotes)
 	require.Equal(t, oneShipments, batchShipments, "shipments: batch as one by one")
 	require.Equal(t, oneNotes, batchNotes, "notifications: batch as one by one")
+}
+
+// TestBatchSummaryLine: each batch logs one INFO line saying how many of
+// its callbacks succeeded, were retried and failed (docs/operations: what
+// `make run` shows), and each FAILED callback its own WARN line. One
+// announcement of 10: one fails for good, one fails once and is retried,
+// eight succeed; the retry succeeds in a later batch.
+func TestBatchSummaryLine(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t, fast)
+	st := testenv.Store(t, cfg)
+	ids := storeCallbacks(t, cfg, st, "summary", 10)
+	poison, flaky := ids[2], ids[6]
+	reg := registry(func(ctx context.Context, tx *gorm.DB, cb *callback.Log, out callback.Outbox) error {
+		switch {
+		case cb.ID == poison:
+			return callback.Permanentf("poison: never")
+		case cb.ID == flaky && cb.Attempts == 0: // until one failed attempt is recorded
+			return fmt.Errorf("warehouse API timeout")
+		}
+		return demoPayments.Handle(ctx, tx, cb, out)
+	})
+	logs := &testenv.SyncBuffer{}
+	testenv.StartWorkerLogging(t, cfg, worker.Options{Registry: reg}, logging.New(logging.Config{Level: "info", Format: "json"}, logs))
+	announceIDs(t, cfg, ids)
+	st.WaitStatus(t, poison, callback.StatusFailed)
+	for _, id := range ids {
+		if id != poison {
+			st.WaitStatus(t, id, callback.StatusSuccess)
+		}
+	}
+
+	type line struct {
+		Level, Msg                            string
+		Callbacks, Succeeded, Retried, Failed int
+		LogID                                 int64 `json:"log_id"`
+	}
+	var batches []line
+	failedLines := 0
+	require.Eventually(t, func() bool {
+		batches, failedLines = nil, 0
+		for _, raw := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+			var l line
+			require.NoError(t, json.Unmarshal([]byte(raw), &l), raw)
+			switch l.Msg {
+			case "worker: batch processed":
+				batches = append(batches, l)
+			case "worker: callback FAILED":
+				require.Equal(t, poison, l.LogID)
+				failedLines++
+			}
+		}
+		return len(batches) == 2
+	}, 10*time.Second, 20*time.Millisecond, "two batch lines:\n%s", logs)
+	require.Equal(t, line{Level: "INFO", Msg: "worker: batch processed", Callbacks: 10, Succeeded: 8, Retried: 1, Failed: 1}, batches[0],
+		"the announcement's batch, its fall-back one by one included")
+	require.Equal(t, line{Level: "INFO", Msg: "worker: batch processed", Callbacks: 1, Succeeded: 1}, batches[1], "the retry")
+	require.Equal(t, 1, failedLines, "the FAILED callback has its own line")
 }
