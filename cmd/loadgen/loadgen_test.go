@@ -120,6 +120,9 @@ go_goroutines 7
 	if got := m.sum("go_goroutines"); got != 7 {
 		t.Errorf("goroutines %v", got)
 	}
+	if got := m.sum("callgate_callbacks_processed_total", `kind="pay"`); got != 0 {
+		t.Errorf("a label's value matches whole, not in part: %v", got)
+	}
 }
 
 func TestProcReaders(t *testing.T) {
@@ -131,9 +134,22 @@ func TestProcReaders(t *testing.T) {
 	if !ok || rss <= 0 || hwm < rss {
 		t.Errorf("rss %d hwm %d", rss, hwm)
 	}
-	busy, total := machineCPU()
-	if total == 0 || busy > total {
-		t.Errorf("busy %d total %d", busy, total)
+	busy, total, irq := machineCPU()
+	if total == 0 || busy > total || irq > busy {
+		t.Errorf("busy %v total %v irq %v", busy, total, irq)
+	}
+	// Busy for a while: this process's CPU is then counted.
+	deadline, x := time.Now().Add(2*time.Second), 0
+	for cpu, _ := procCPU(os.Getpid()); cpu < 0.05 && time.Now().Before(deadline); cpu, _ = procCPU(os.Getpid()) {
+		for i := range 1_000_000 {
+			x ^= i
+		}
+	}
+	if cpu, ok := procCPU(os.Getpid()); !ok || cpu < 0.05 {
+		t.Errorf("this process's CPU: %v %v (%d)", cpu, ok, x)
+	}
+	if all := allProcCPU(); all[os.Getpid()].comm == "" {
+		t.Errorf("this process is not among all processes")
 	}
 }
 

@@ -1,41 +1,36 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // machineBusyNow measures how busy the machine is over d, in % of one core.
 func machineBusyNow(d time.Duration) float64 {
-	b0, _ := machineCPU()
+	b0, _, _ := machineCPU()
 	time.Sleep(d)
-	b1, _ := machineCPU()
-	return round(100*float64(b1-b0)/clockTicks/d.Seconds(), 1)
+	b1, _, _ := machineCPU()
+	return round(100*(b1-b0)/d.Seconds(), 1)
 }
 
 // machineInfo fills what the report says about the machine.
 func machineInfo() Machine {
 	m := Machine{NProc: runtime.NumCPU(), Go: runtime.Version(), Date: time.Now().UTC().Format(time.RFC3339)}
-	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(raw), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPUModel = strings.TrimSpace(v)
-				break
-			}
+	if fs, err := procfs.NewDefaultFS(); err == nil {
+		if cpus, err := fs.CPUInfo(); err == nil && len(cpus) > 0 {
+			m.CPUModel = cpus[0].ModelName
+		}
+		if mem, err := fs.Meminfo(); err == nil && mem.MemTotal != nil {
+			m.MemoryGB = round(float64(*mem.MemTotal)/1024/1024, 1) // kB
 		}
 	}
 	if raw, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = "Linux " + strings.TrimSpace(string(raw))
-	}
-	if raw, err := os.ReadFile("/proc/meminfo"); err == nil {
-		var kb int64
-		if _, err := fmt.Sscanf(string(raw), "MemTotal: %d kB", &kb); err == nil {
-			m.MemoryGB = round(float64(kb)/1024/1024, 1)
-		}
 	}
 	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
 		m.Commit = strings.TrimSpace(string(out))

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -11,13 +10,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // child is a gateway or worker process started by the benchmark.
@@ -138,133 +137,80 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// ---- /proc ----------------------------------------------------------------
+// ---- /proc, read with github.com/prometheus/procfs -----------------------
 
-// clockTicks is USER_HZ, 100 on every Linux architecture Go supports
-// (sysconf(_SC_CLK_TCK) is not reachable without cgo).
+// clockTicks is USER_HZ, 100 on every Linux architecture Go supports: the
+// unit of a process's reaped children's CPU (cutime, cstime), which procfs
+// leaves in ticks.
 const clockTicks = 100
 
-// procCPU returns utime+stime of pid in ticks.
-func procCPU(pid int) (uint64, bool) {
-	self, _, ok := procCPUChildren(pid)
-	return self, ok
-}
-
-// procCPUChildren returns utime+stime of pid, and cutime+cstime: the CPU of
-// its children that exited and were reaped.
-func procCPUChildren(pid int) (self, children uint64, ok bool) {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+// procCPU returns the CPU seconds (user and system) pid has used.
+func procCPU(pid int) (float64, bool) {
+	p, err := procfs.NewProc(pid)
 	if err != nil {
-		return 0, 0, false
+		return 0, false
 	}
-	// The command name may contain spaces and parentheses: fields start
-	// after the last ')'. Then: state(3) ... utime(14) stime(15)
-	// cutime(16) cstime(17).
-	i := bytes.LastIndexByte(raw, ')')
-	if i < 0 {
-		return 0, 0, false
+	st, err := p.Stat()
+	if err != nil {
+		return 0, false
 	}
-	f := strings.Fields(string(raw[i+1:]))
-	if len(f) < 15 {
-		return 0, 0, false
-	}
-	var v [4]uint64
-	for k := range v {
-		if v[k], err = strconv.ParseUint(f[11+k], 10, 64); err != nil {
-			return 0, 0, false
-		}
-	}
-	return v[0] + v[1], v[2] + v[3], true
+	return st.CPUTime(), true
 }
 
 // procMem returns VmRSS and VmHWM of pid in KiB.
 func procMem(pid int) (rss, hwm int64, ok bool) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, 0, false
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		var dst *int64
-		switch {
-		case strings.HasPrefix(line, "VmRSS:"):
-			dst = &rss
-		case strings.HasPrefix(line, "VmHWM:"):
-			dst = &hwm
-		default:
-			continue
-		}
-		fs := strings.Fields(line)
-		if len(fs) >= 2 {
-			*dst, _ = strconv.ParseInt(fs[1], 10, 64)
-		}
+	st, err := p.NewStatus()
+	if err != nil {
+		return 0, 0, false
 	}
-	return rss, hwm, rss > 0
+	return int64(st.VmRSS / 1024), int64(st.VmHWM / 1024), st.VmRSS > 0
 }
 
-// machineCPU returns busy and total ticks of all CPUs from /proc/stat.
-func machineCPU() (busy, total uint64) {
-	busy, total, _ = machineCPUIRQ()
-	return busy, total
-}
-
-// machineCPUIRQ also returns the ticks spent in hard and soft interrupts
-// (loopback networking is mostly softirq), which no process is charged for.
-func machineCPUIRQ() (busy, total, irq uint64) {
-	raw, err := os.ReadFile("/proc/stat")
+// machineCPU returns the CPU seconds of all cores since boot: busy, in
+// total, and of those in hard and soft interrupts (loopback networking is
+// mostly softirq), which no process is charged for. Guest time is already
+// in user and nice.
+func machineCPU() (busy, total, irq float64) {
+	st, err := procfs.NewDefaultFS()
 	if err != nil {
 		return 0, 0, 0
 	}
-	line, _, _ := strings.Cut(string(raw), "\n")
-	f := strings.Fields(line)
-	if len(f) < 5 || f[0] != "cpu" {
+	s, err := st.Stat()
+	if err != nil {
 		return 0, 0, 0
 	}
-	var idle uint64
-	for i, s := range f[1:] {
-		v, _ := strconv.ParseUint(s, 10, 64)
-		if i >= 8 { // guest and guest_nice are already in user and nice
-			break
-		}
-		total += v
-		switch i {
-		case 3, 4: // idle, iowait
-			idle += v
-		case 5, 6: // irq, softirq
-			irq += v
-		}
-	}
-	return total - idle, total, irq
+	c := s.CPUTotal
+	total = c.User + c.Nice + c.System + c.Idle + c.Iowait + c.IRQ + c.SoftIRQ + c.Steal
+	return total - c.Idle - c.Iowait, total, c.IRQ + c.SoftIRQ
 }
 
-// allProcCPU returns utime+stime of every process, by pid, with its comm.
-func allProcCPU() map[int]procTicks {
-	out := map[int]procTicks{}
-	ents, err := os.ReadDir("/proc")
+// allProcCPU returns the CPU seconds of every process, by pid, with its
+// comm.
+func allProcCPU() map[int]procUse {
+	out := map[int]procUse{}
+	procs, err := procfs.AllProcs()
 	if err != nil {
 		return out
 	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
+	for _, p := range procs {
+		st, err := p.Stat()
 		if err != nil {
 			continue
 		}
-		self, children, ok := procCPUChildren(pid)
-		if !ok {
-			continue
-		}
-		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		out[pid] = procTicks{comm: strings.TrimSpace(string(comm)), ticks: self, children: children}
+		out[p.PID] = procUse{comm: st.Comm, cpu: st.CPUTime(), children: float64(st.CUTime+st.CSTime) / clockTicks}
 	}
 	return out
 }
 
-type procTicks struct {
+// procUse is a process's CPU seconds, its own and its reaped children's.
+type procUse struct {
 	comm     string
-	ticks    uint64
-	children uint64
+	cpu      float64
+	children float64
 }
 
 // findProc returns the pid of the oldest process whose comm is name and,
@@ -272,24 +218,22 @@ type procTicks struct {
 // (the RabbitMQ server, not a rabbitmqctl that also runs as beam.smp; one
 // node of a cluster on one machine by its RABBITMQ_NODENAME).
 func findProc(name, mark string) int {
-	ents, err := os.ReadDir("/proc")
+	procs, err := procfs.AllProcs()
 	if err != nil {
 		return 0
 	}
 	best := 0
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || (best > 0 && pid > best) {
+	for _, p := range procs {
+		if best > 0 && p.PID > best {
 			continue
 		}
-		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err != nil || strings.TrimSpace(string(comm)) != name {
+		if comm, err := p.Comm(); err != nil || comm != name {
 			continue
 		}
-		if mark != "" && !procMentions(e.Name(), mark) {
+		if mark != "" && !procMentions(p, mark) {
 			continue
 		}
-		best = pid
+		best = p.PID
 	}
 	return best
 }
@@ -332,11 +276,11 @@ type Resources struct {
 type meter struct {
 	procs  map[string]int
 	hwm    map[string]bool // report VmHWM for these (fresh processes)
-	start  map[string]uint64
+	start  map[string]float64
 	peak   map[string]int64
-	mstart uint64
-	istart uint64
-	all    map[int]procTicks
+	mstart float64
+	istart float64
+	all    map[int]procUse
 	t0     time.Time
 	mu     sync.Mutex
 	stop   chan struct{}
@@ -352,7 +296,7 @@ type meter struct {
 }
 
 func startMeter(procs map[string]int, hwm map[string]bool, status func() map[string]float64, foreign func() []string) *meter {
-	m := &meter{procs: map[string]int{}, hwm: hwm, start: map[string]uint64{}, peak: map[string]int64{},
+	m := &meter{procs: map[string]int{}, hwm: hwm, start: map[string]float64{}, peak: map[string]int64{},
 		stop: make(chan struct{}), done: make(chan struct{}), status: status, foreign: foreign, fdbs: map[string]bool{}}
 	if status != nil {
 		m.s0 = status()
@@ -367,7 +311,7 @@ func startMeter(procs map[string]int, hwm map[string]bool, status func() map[str
 		}
 	}
 	m.all = allProcCPU()
-	m.mstart, _, m.istart = machineCPUIRQ()
+	m.mstart, _, m.istart = machineCPU()
 	m.t0 = time.Now()
 	m.sample()
 	go func() {
@@ -437,7 +381,7 @@ func (m *meter) finish() Resources {
 		if !ok {
 			continue
 		}
-		cpu := float64(t-m.start[name]) / clockTicks
+		cpu := t - m.start[name]
 		tracked += cpu
 		peak := m.peak[name]
 		if m.hwm[name] {
@@ -447,34 +391,34 @@ func (m *meter) finish() Resources {
 		}
 		r.Procs[name] = Usage{CPUSeconds: round(cpu, 2), CPUPercent: round(100*cpu/secs, 1), PeakRSSMB: round(float64(peak)/1024, 1)}
 	}
-	mend, _, iend := machineCPUIRQ()
-	busy := float64(mend-m.mstart) / clockTicks
-	irq := float64(iend-m.istart) / clockTicks
+	mend, _, iend := machineCPU()
+	busy := mend - m.mstart
+	irq := iend - m.istart
 	r.IRQ = Usage{CPUSeconds: round(irq, 2), CPUPercent: round(100*irq/secs, 1)}
 	ours := map[int]bool{}
 	for _, pid := range m.procs {
 		ours[pid] = true
 	}
-	byComm := map[string]uint64{}
+	byComm := map[string]float64{}
 	for pid, now := range allProcCPU() {
 		if ours[pid] {
 			continue
 		}
 		before, ok := m.all[pid]
-		if ok && before.comm == now.comm && now.ticks >= before.ticks {
-			byComm[now.comm] += now.ticks - before.ticks
+		if ok && before.comm == now.comm && now.cpu >= before.cpu {
+			byComm[now.comm] += now.cpu - before.cpu
 			// Short-lived processes (compilers, test binaries) that ran
 			// and exited in the window show up in their parent.
 			if now.children > before.children {
 				byComm[now.comm+" (exited children)"] += now.children - before.children
 			}
 		} else if !ok {
-			byComm[now.comm] += now.ticks // started in the window
+			byComm[now.comm] += now.cpu // started in the window
 		}
 	}
 	type kv struct {
-		comm  string
-		ticks uint64
+		comm string
+		cpu  float64
 	}
 	var top []kv
 	for c, t := range byComm {
@@ -482,10 +426,10 @@ func (m *meter) finish() Resources {
 			top = append(top, kv{c, t})
 		}
 	}
-	sort.Slice(top, func(i, j int) bool { return top[i].ticks > top[j].ticks })
+	sort.Slice(top, func(i, j int) bool { return top[i].cpu > top[j].cpu })
 	for _, e := range top[:min(len(top), 4)] {
-		if e.ticks >= clockTicks/10 {
-			r.OtherTop = append(r.OtherTop, fmt.Sprintf("%s %.1fs", e.comm, float64(e.ticks)/clockTicks))
+		if e.cpu >= 0.1 {
+			r.OtherTop = append(r.OtherTop, fmt.Sprintf("%s %.1fs", e.comm, e.cpu))
 		}
 	}
 	r.MachineBusy = Usage{CPUSeconds: round(busy, 2), CPUPercent: round(100*busy/secs, 1)}
@@ -511,15 +455,13 @@ func findDB(mark string) int {
 	return findProc("mysqld", mark)
 }
 
-// procMentions reports whether process pid's command line, or else its
+// procMentions reports whether process p's command line, or else its
 // environment, contains mark: a RabbitMQ node's name is in its
 // environment (RABBITMQ_NODENAME), not on its command line.
-func procMentions(pid, mark string) bool {
-	for _, f := range []string{"cmdline", "environ"} {
-		b, err := os.ReadFile(filepath.Join("/proc", pid, f))
-		if err == nil && bytes.Contains(bytes.ReplaceAll(b, []byte{0}, []byte{' '}), []byte(mark)) {
-			return true
-		}
+func procMentions(p procfs.Proc, mark string) bool {
+	if args, err := p.CmdLine(); err == nil && strings.Contains(strings.Join(args, " "), mark) {
+		return true
 	}
-	return false
+	env, err := p.Environ()
+	return err == nil && strings.Contains(strings.Join(env, " "), mark)
 }

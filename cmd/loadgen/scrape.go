@@ -1,25 +1,20 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// metricsText is a scraped Prometheus text exposition.
-type metricsText []metricLine
-
-type metricLine struct {
-	name   string
-	labels string
-	value  float64
-}
+// metricsText is a scraped Prometheus exposition, by metric name.
+type metricsText map[string]*dto.MetricFamily
 
 var scrapeClient = &http.Client{Timeout: 5 * time.Second}
 
@@ -33,49 +28,40 @@ func scrape(url string) (metricsText, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
-	var out metricsText
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		series := line[:i]
-		name, labels := series, ""
-		if j := strings.IndexByte(series, '{'); j >= 0 {
-			name, labels = series[:j], series[j:]
-		}
-		out = append(out, metricLine{name: name, labels: labels, value: v})
-	}
-	return out, sc.Err()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	return metricsText(fams), err
 }
 
-// sum adds the values of the series called name whose labels contain every
-// one of the given `key="value"` matchers.
+// sum adds the values of the counters, gauges and untyped series called
+// name whose labels hold every one of the given `key="value"` matchers.
 func (m metricsText) sum(name string, matchers ...string) float64 {
+	fam := m[name]
+	if fam == nil {
+		return 0
+	}
 	var s float64
 next:
-	for _, l := range m {
-		if l.name != name {
-			continue
-		}
-		for _, mt := range matchers {
-			if !strings.Contains(l.labels, mt) {
+	for _, mt := range fam.GetMetric() {
+		for _, want := range matchers {
+			k, v, _ := strings.Cut(want, "=")
+			if labelOf(mt, k) != strings.Trim(v, `"`) {
 				continue next
 			}
 		}
-		s += l.value
+		s += mt.GetCounter().GetValue() + mt.GetGauge().GetValue() + mt.GetUntyped().GetValue()
 	}
 	return s
+}
+
+// labelOf is the value of mt's label name ("" when it has none).
+func labelOf(mt *dto.Metric, name string) string {
+	for _, l := range mt.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
 }
 
 // isNotFound reports an AMQP 404 (a queue not declared yet).
