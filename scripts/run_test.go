@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -97,6 +98,49 @@ func buildBinaries(t *testing.T) string {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go build\n%s", out)
 	return dir
+}
+
+// TestQuickStart follows the README's quick start on what `make run`
+// starts (run.sh, the shipped file, demo mode, no admin token): the
+// gateway prints the console's URL and the demo token, the demo script's
+// payment is processed and printed, and the console and its API show it
+// with the printed token.
+func TestQuickStart(t *testing.T) {
+	t.Parallel()
+	r := startRun(t, buildBinaries(t))
+	url := r.waitRunning(t)
+	var console, token string
+	require.Eventually(t, func() bool {
+		for line := range strings.Lines(r.output(t)) {
+			var l struct{ Msg, URL, Token string }
+			if json.Unmarshal([]byte(line), &l) == nil && strings.HasPrefix(l.Msg, "gateway: demo: the console is at ") {
+				console, token = l.URL, l.Token
+			}
+		}
+		return console != ""
+	}, 10*time.Second, 20*time.Millisecond, "no console line")
+	require.Equal(t, url+"/admin/", console)
+
+	d := &demo{t: t, cfg: r.cfg, url: url}
+	out := d.runArgs("paydemo", "ORD-1001", "1999")
+	id := d.logID(out)
+	require.Contains(t, out, "SUCCESS after 1 attempt(s)")
+	require.Contains(t, out, "demo: notification warehouse.ship (")
+
+	resp, err := http.Get(console + "login")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the console's login page")
+	var got struct {
+		Status  string
+		Lineage []struct {
+			RoutingKey string `json:"routing_key"`
+		}
+	}
+	require.Equal(t, http.StatusOK, testenv.AdminCall(t, url, http.MethodGet, "/admin/api/callbacks/"+strconv.FormatInt(id, 10), token, nil, &got))
+	require.Equal(t, "SUCCESS", got.Status)
+	require.Len(t, got.Lineage, 2, "the notifications it produced, as the console's callback page shows them")
+	require.Contains(t, r.output(t), `"msg":"worker: batch processed"`, "the worker said it processed something")
 }
 
 // run is one scripts/run.sh process and its database.
