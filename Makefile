@@ -12,6 +12,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 12m -trimpath
 FAULT_FLAGS ?= -tags fault -count=1 -p 1 -timeout 12m -trimpath
 HA_FLAGS ?= -tags fault,ha -count=1 -p 1 -timeout 15m -trimpath
 HA_UP_LOG ?= $(or $(TMPDIR),/tmp)/callgate-ha-up.log
+HA_TEST_LOG ?= $(or $(TMPDIR),/tmp)/callgate-ha-test.log
 FUZZTIME ?= 30s
 GOLANGCI_VERSION := v2.15.0
 GOVULNCHECK_VERSION := v1.9.0
@@ -33,21 +34,30 @@ migrate: services build ## apply the database migrations
 run: migrate ## run the gateway and the worker on :8080 against local services (demo mode: CALLGATE_DEMO=1)
 	CALLGATE_DEMO=$${CALLGATE_DEMO:-1} scripts/run.sh $(CONFIG)
 
-test: services ## every test: unit, integration, browser (race detector on), the fault suite, then the HA scenarios
+test: services ## every test: unit, integration, browser (race detector on), then the fault suite beside the HA scenarios
 	scripts/chromium.sh
-	@# The HA servers start in the background while the other suites run
-	@# (scripts/ha.sh up; test-ha waits for it, and removes them at the end).
+	@# The HA servers (and the fault suite's broker) start in the background
+	@# while the unit suite runs (scripts/ha.sh up; the suites' own up waits
+	@# for it). The fault suite and the HA scenarios then run side by side,
+	@# each on servers of its own: they mostly wait (outages, boots), and
+	@# together take the HA scenarios' time instead of both. The HA log is
+	@# shown when both are over; the servers are removed at the end.
 	scripts/ha.sh up > $(HA_UP_LOG) 2>&1 &
 	status=0; $(GO) test $(TEST_FLAGS) ./... || status=$$?; \
-	  if [ $$status = 0 ]; then $(MAKE) --no-print-directory test-faults || status=$$?; fi; \
-	  if [ $$status = 0 ]; then $(MAKE) --no-print-directory test-ha || status=$$?; else cat $(HA_UP_LOG); scripts/ha.sh down; fi; \
-	  exit $$status
+	  if [ $$status = 0 ]; then \
+	    $(MAKE) --no-print-directory test-ha HA_KEEP=1 > $(HA_TEST_LOG) 2>&1 & ha=$$!; \
+	    $(MAKE) --no-print-directory test-faults HA_KEEP=1 || status=$$?; \
+	    wait $$ha || status=$$?; echo "== the HA scenarios ($(HA_TEST_LOG))"; cat $(HA_TEST_LOG); \
+	  else cat $(HA_UP_LOG); fi; \
+	  scripts/ha.sh down; exit $$status
 
 test-unit: services ## the tests without the fault suite
 	$(GO) test $(TEST_FLAGS) ./...
 
-test-faults: services ## the fault suite: real processes, killed workers, broker and MySQL outages
-	$(GO) test $(FAULT_FLAGS) -v ./test/fault/
+test-faults: services ## the fault suite: real processes, killed workers, broker and MySQL outages (the broker it stops is its own, on 5684: scripts/ha.sh up fault; HA_KEEP=1 keeps it)
+	scripts/ha.sh up fault || { scripts/ha.sh down; exit 1; }
+	status=0; env $$(scripts/ha.sh env fault) $(GO) test $(FAULT_FLAGS) -v ./test/fault/ || status=$$?; \
+	  if [ -z "$(HA_KEEP)" ]; then scripts/ha.sh down; fi; exit $$status
 
 test-ha: services ## the HA scenarios: primary lost, replication stopped, broker nodes lost, processes lost (scripts/ha.sh starts a 3-server MariaDB and a 3-node RabbitMQ, then removes them; HA_KEEP=1 keeps them)
 	scripts/ha.sh up || { scripts/ha.sh down; exit 1; }

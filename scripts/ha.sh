@@ -7,13 +7,18 @@
 #            replication (wait point AFTER_SYNC) on the primary.
 #   RabbitMQ callgate-ha-1@localhost :5681, -2 :5682, -3 :5683, joined
 #            into one cluster (their dist ports are 20000 higher).
+#   RabbitMQ callgate-fault@localhost :5684, on its own: the broker the
+#            fault suite's TestBrokerRestart stops and starts (the one on
+#            5672 is never stopped).
 #
 # scripts/ha.sh up       install what is missing, start, replicate, cluster
 #                        (idempotent: a running cluster is reset to that
 #                        shape, its data kept)
+# scripts/ha.sh up fault only the fault suite's broker (make test-faults)
 # scripts/ha.sh down     stop everything and delete its data
 # scripts/ha.sh status   one line per server
-# scripts/ha.sh env      the environment the tests read (CALLGATE_HA_*)
+# scripts/ha.sh env      the environment the HA tests read (CALLGATE_HA_*)
+# scripts/ha.sh env fault the fault suite's (CALLGATE_FAULT_*)
 #
 # What the HA scenarios do to it (docs/operations/mysql-failover.md has the runbook the
 # promote step follows):
@@ -39,6 +44,8 @@ if [ "$(id -u)" != 0 ]; then exec sudo -E "$0" "$@"; fi
 HA_DIR=${CALLGATE_HA_DIR:-/tmp/callgate-ha}
 DB_PORTS=(3307 3308 3309)
 MQ_PORTS=(5681 5682 5683)
+FAULT_MQ_PORT=5684
+FAULT_MQ_NODE=callgate-fault@localhost
 # SEMI_SYNC_TIMEOUT_MS is rpl_semi_sync_master_timeout on the primary. The
 # scenarios stop replication for 10 s and must see what a fallback to
 # asynchronous replication does, so the test cluster falls back after 1 s;
@@ -98,9 +105,18 @@ make_replica() {
     START SLAVE"
 }
 
+mq_node() { # n: node n's name (n "fault": the fault suite's broker)
+  if [ "$1" = fault ]; then echo "$FAULT_MQ_NODE"; else echo "callgate-ha-$1@localhost"; fi
+}
+
+mq_port() { # n: node n's AMQP port
+  if [ "$1" = fault ]; then echo "$FAULT_MQ_PORT"; else echo "${MQ_PORTS[$(($1 - 1))]}"; fi
+}
+
 mq_env() { # n: the environment of node n
-  local n=$1 port=${MQ_PORTS[$(($1 - 1))]} dir="$HA_DIR/mq$1"
-  echo RABBITMQ_NODENAME="callgate-ha-$n@localhost" RABBITMQ_NODE_PORT="$port" \
+  local port dir="$HA_DIR/mq$1"
+  port=$(mq_port "$1")
+  echo RABBITMQ_NODENAME="$(mq_node "$1")" RABBITMQ_NODE_PORT="$port" \
     RABBITMQ_DIST_PORT=$((port + 20000)) RABBITMQ_MNESIA_BASE="$dir/mnesia" \
     RABBITMQ_LOG_BASE="$dir/log" RABBITMQ_PID_FILE="$dir/pid" \
     RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins" RABBITMQ_CONFIG_FILE="$dir/rabbitmq"
@@ -112,13 +128,14 @@ mqctl() { # n, args...
 }
 
 start_mq() { # n
-  local n=$1 port=${MQ_PORTS[$(($1 - 1))]} dir="$HA_DIR/mq$1"
+  local n=$1 port dir="$HA_DIR/mq$1"
+  port=$(mq_port "$1")
   if port_open "$port"; then return 0; fi
   mkdir -p "$dir/mnesia" "$dir/log"
   [ -f "$dir/enabled_plugins" ] || echo '[].' >"$dir/enabled_plugins"
   [ -f "$dir/rabbitmq.conf" ] || echo '# callgate HA test node: the defaults' >"$dir/rabbitmq.conf"
   chown -R rabbitmq:rabbitmq "$dir" 2>/dev/null || true
-  log "mq$n: starting callgate-ha-$n@localhost on 127.0.0.1:$port"
+  log "mq$n: starting $(mq_node "$n") on 127.0.0.1:$port"
   # shellcheck disable=SC2046
   env $(mq_env "$n") rabbitmq-server -detached >/dev/null 2>&1 9>&- || true
 }
@@ -131,11 +148,19 @@ join_mq() { # n: join node n to node 1's cluster, unless it is in it
   mqctl "$1" start_app
 }
 
+# up_fault: the fault suite's broker alone, up and taking connections.
+up_fault() {
+  ensure_packages
+  mkdir -p "$HA_DIR"
+  start_mq fault
+  wait_for "mqfault" 120 port_open "$FAULT_MQ_PORT"
+}
+
 up() {
   ensure_packages
   mkdir -p "$HA_DIR"
   for n in 1 2 3; do start_db "$n"; done
-  for n in 1 2 3; do start_mq "$n"; done
+  for n in 1 2 3 fault; do start_mq "$n"; done
   # Replication: db1 primary, db2 and db3 its replicas, unless a
   # replica is already the primary (a scenario promoted it): then the
   # cluster is rebuilt from scratch by `down` first.
@@ -147,7 +172,7 @@ up() {
     make_replica 2 1
     make_replica 3 1
   fi
-  for n in 1 2 3; do wait_for "mq$n" 120 port_open "${MQ_PORTS[$((n - 1))]}"; done
+  for n in 1 2 3 fault; do wait_for "mq$n" 120 port_open "$(mq_port "$n")"; done
   join_mq 2
   join_mq 3
   wait_for "semi-sync replicas" 30 semi_sync_ready
@@ -180,11 +205,12 @@ down() {
     kill_pidfile "$HA_DIR/db$n.pid"
     kill_pidfile "$HA_DIR/mq$n/pid"
   done
+  kill_pidfile "$HA_DIR/mqfault/pid"
   # Whatever the pid files missed: the servers by their data folders, the
   # Erlang VMs of the nodes by their names.
   pkill -9 -f -- "--datadir=$HA_DIR/db[123]( |$)" 2>/dev/null || true
-  pkill -9 -f -- "callgate-ha-[123]@localhost" 2>/dev/null || true
-  for p in "${DB_PORTS[@]}" "${MQ_PORTS[@]}"; do port_gone "$p"; done
+  pkill -9 -f -- "callgate-ha-[123]@localhost|$FAULT_MQ_NODE" 2>/dev/null || true
+  for p in "${DB_PORTS[@]}" "${MQ_PORTS[@]}" "$FAULT_MQ_PORT"; do port_gone "$p"; done
   rm -rf "$HA_DIR"
   log "down"
 }
@@ -200,9 +226,17 @@ status() {
   for n in 1 2 3; do
     if port_open "${MQ_PORTS[$((n - 1))]}"; then echo "mq$n :${MQ_PORTS[$((n - 1))]} up"; else echo "mq$n :${MQ_PORTS[$((n - 1))]} down"; fi
   done
+  if port_open "$FAULT_MQ_PORT"; then echo "mqfault :$FAULT_MQ_PORT up"; else echo "mqfault :$FAULT_MQ_PORT down"; fi
 }
 
 env_out() {
+  if [ "${1:-}" = fault ]; then
+    # The broker TestBrokerRestart stops (the rest of the fault suite
+    # runs on 3306 and 5672).
+    echo "CALLGATE_FAULT_AMQP_URL=amqp://guest:guest@127.0.0.1:$FAULT_MQ_PORT/"
+    echo "CALLGATE_FAULT_MQ_NODE=$FAULT_MQ_NODE"
+    return
+  fi
   echo "CALLGATE_HA_DIR=$HA_DIR"
   echo "CALLGATE_HA_DB_PORTS=$(IFS=,; echo "${DB_PORTS[*]}")"
   echo "CALLGATE_HA_MQ_PORTS=$(IFS=,; echo "${MQ_PORTS[*]}")"
@@ -301,10 +335,10 @@ locked() {
 }
 
 case "${1:-}" in
-  up) locked up ;;
+  up) if [ "${2:-}" = fault ]; then locked up_fault; else locked up; fi ;;
   down) locked down ;;
   status) status ;;
-  env) env_out ;;
+  env) env_out "${2:-}" ;;
   kill-db) kill_db "$2" ;;
   start-db) start_db "$2" ;;
   kill-mq) kill_mq "$2" ;;
@@ -312,5 +346,5 @@ case "${1:-}" in
   mq-safe-to-lose) mq_safe_to_lose "$2" ;;
   promote) promote ;;
   reset-db) reset_db ;;
-  *) echo "usage: scripts/ha.sh up|down|status|env|kill-db N|start-db N|kill-mq N|start-mq N|mq-safe-to-lose N|promote|reset-db" >&2; exit 2 ;;
+  *) echo "usage: scripts/ha.sh up [fault]|down|status|env [fault]|kill-db N|start-db N|kill-mq N|start-mq N|mq-safe-to-lose N|promote|reset-db" >&2; exit 2 ;;
 esac

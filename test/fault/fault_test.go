@@ -84,14 +84,16 @@ func testWorkerKilledRepeatedly(t *testing.T, batchSize int) {
 		"drained_after_load="+secs(drained.Sub(l.started.Add(l.wall))))
 }
 
-// TestBrokerRestart: RabbitMQ is stopped for 10s in the middle of the load.
-// The gateway keeps answering 200 (the broker is not on the request path),
-// and everything it accepted is processed once RabbitMQ is back.
+// TestBrokerRestart: RabbitMQ (the processes' only broker, the fault
+// suite's own node: useFaultBroker) is stopped for 10s in the middle of the
+// load. The gateway keeps answering 200 (the broker is not on the request
+// path), and everything it accepted is processed once RabbitMQ is back.
 func TestBrokerRestart(t *testing.T) { testenv.EachBatchSize(t, testBrokerRestart) }
 
 func testBrokerRestart(t *testing.T, batchSize int) {
 	start := time.Now()
 	const n = 2000
+	node := useFaultBroker(t)
 	r := newRig(t, rigOpts{BatchSize: batchSize, Orders: n})
 	r.startBoth()
 	l := r.load(loadSpec{Rate: 250})
@@ -100,7 +102,7 @@ func testBrokerRestart(t *testing.T, batchSize int) {
 	before, err := r.counts()
 	require.NoError(t, err)
 	stopping := time.Now()
-	stopBroker(t)
+	stopBroker(t, node)
 	stopped := time.Now()
 	t.Logf("broker stopped in %s (answered %d, processed %d)", secs(stopped.Sub(stopping)), l.completed.Load(), before.success)
 	answeredAtStop := l.completed.Load()
@@ -108,7 +110,7 @@ func testBrokerRestart(t *testing.T, batchSize int) {
 	answeredDuringOutage := l.completed.Load() - answeredAtStop
 	during, err := r.counts()
 	require.NoError(t, err)
-	startBroker(t)
+	startBroker(t, node)
 	back := time.Now()
 	t.Logf("broker back in %s; during the outage %d callbacks answered 200, %d stored, processed %d->%d",
 		secs(back.Sub(stopped.Add(10*time.Second))), answeredDuringOutage, during.rows, before.success, during.success)

@@ -7,10 +7,12 @@
 // platform got a 200 for was processed exactly once in effect, and every
 // downstream notification it caused arrived at least once.
 //
-// The tests restart RabbitMQ, so they never run in parallel with other
-// tests (build tag fault, run with -p 1 after the rest of the suite):
+// The tests load the machine and one of them stops a RabbitMQ broker of
+// its own (scripts/ha.sh up fault; never the one on 5672), so they run
+// one at a time, after the rest of the suite (build tag fault; make test
+// runs the HA scenarios beside them, on servers of their own):
 //
-//	go test -tags fault -count=1 -p 1 -timeout 12m ./test/fault/
+//	make test-faults
 package fault
 
 import (
@@ -60,16 +62,6 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 		fmt.Fprintf(os.Stderr, "fault: built %s in %s\n", pkg, time.Since(start).Round(time.Millisecond))
-	}
-	// A previous run killed in the middle of TestBrokerRestart may have
-	// left the broker stopped.
-	// (The HA scenarios' nodes are scripts/ha.sh's business.)
-	if os.Getenv("CALLGATE_HA_MQ_PORTS") != "" {
-		return m.Run()
-	}
-	if err := ensureBroker(); err != nil {
-		fmt.Fprintln(os.Stderr, "fault: RabbitMQ is not available:", err)
-		return 1
 	}
 	return m.Run()
 }

@@ -423,49 +423,77 @@ func drainDownstream(t *testing.T, queue string, want map[string]int64) downstre
 	return out
 }
 
-// Broker control: the whole RabbitMQ application is stopped and started
-// with rabbitmqctl (MariaDB is never stopped: tests take it away with a
-// proxy).
+// Broker control: TestBrokerRestart stops and starts the RabbitMQ
+// application of a broker of its own, callgate-fault@localhost on 5684
+// (scripts/ha.sh up fault starts it; make test-faults does). The servers
+// on 3306 and 5672 are never stopped: MySQL is taken away with a proxy.
 
-// stopBroker stops RabbitMQ and makes sure it is started again when the
-// test ends, whatever happens.
-func stopBroker(t *testing.T) {
+// faultBroker is the broker TestBrokerRestart stops: its AMQP URL and
+// node name, from scripts/ha.sh env fault.
+func faultBroker() (url, node string, err error) {
+	url, node = os.Getenv("CALLGATE_FAULT_AMQP_URL"), os.Getenv("CALLGATE_FAULT_MQ_NODE")
+	if url == "" || node == "" {
+		return "", "", fmt.Errorf("CALLGATE_FAULT_AMQP_URL and CALLGATE_FAULT_MQ_NODE are unset: " +
+			"run make test-faults (scripts/ha.sh up fault starts the broker this test stops; the one on 5672 is never stopped)")
+	}
+	return url, node, nil
+}
+
+// useFaultBroker points the test (testenv's broker, so the rig's
+// processes, its downstream queue and its cleanup) at the fault broker,
+// and returns its node name.
+func useFaultBroker(t *testing.T) string {
 	t.Helper()
+	url, node, err := faultBroker()
+	require.NoError(t, err)
+	t.Setenv("CALLGATE_TEST_AMQP_URL", url)
+	require.NoError(t, ensureBroker(url, node))
+	return node
+}
+
+// stopBroker stops node's RabbitMQ application and makes sure it is
+// started again when the test ends, whatever happens.
+func stopBroker(t *testing.T, node string) {
+	t.Helper()
+	url := testenv.AMQPURL()
 	t.Cleanup(func() {
-		if err := ensureBroker(); err != nil {
-			t.Errorf("restarting RabbitMQ after the test: %v", err)
+		if err := ensureBroker(url, node); err != nil {
+			t.Errorf("restarting %s after the test: %v", node, err)
 		}
 	})
-	out, err := rabbitmqctl(60*time.Second, "stop_app")
+	out, err := rabbitmqctl(60*time.Second, "-n", node, "stop_app")
 	require.NoError(t, err, "rabbitmqctl stop_app: %s", out)
 }
 
-// startBroker starts RabbitMQ and waits until it takes connections.
-func startBroker(t *testing.T) {
+// startBroker starts node's application and waits until it takes
+// connections.
+func startBroker(t *testing.T, node string) {
 	t.Helper()
-	out, err := rabbitmqctl(60*time.Second, "start_app")
+	out, err := rabbitmqctl(60*time.Second, "-n", node, "start_app")
 	require.NoError(t, err, "rabbitmqctl start_app: %s", out)
-	require.NoError(t, waitBroker(60*time.Second))
+	require.NoError(t, waitBroker(testenv.AMQPURL(), 60*time.Second))
 }
 
-// ensureBroker starts RabbitMQ if it does not take connections.
-func ensureBroker() error {
-	if waitBroker(2*time.Second) == nil {
+// ensureBroker starts node's application if url does not take
+// connections (a run killed in the middle of TestBrokerRestart left it
+// stopped).
+func ensureBroker(url, node string) error {
+	if waitBroker(url, 2*time.Second) == nil {
 		return nil
 	}
-	if out, err := rabbitmqctl(60*time.Second, "start_app"); err != nil {
+	if out, err := rabbitmqctl(60*time.Second, "-n", node, "start_app"); err != nil {
 		return fmt.Errorf("rabbitmqctl start_app: %w: %s", err, out)
 	}
-	return waitBroker(60 * time.Second)
+	return waitBroker(url, 60*time.Second)
 }
 
-// waitBroker waits until an AMQP connection succeeds.
-func waitBroker(limit time.Duration) error {
+// waitBroker waits until an AMQP connection to url succeeds.
+func waitBroker(url string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	var err error
 	for time.Now().Before(deadline) {
 		var conn *amqp.Connection
-		conn, err = amqp.DialConfig(testenv.AMQPURL(), amqp.Config{Dial: amqp.DefaultDial(time.Second)})
+		conn, err = amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(time.Second)})
 		if err == nil {
 			ch, cerr := conn.Channel()
 			if cerr == nil {
