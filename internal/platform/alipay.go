@@ -170,6 +170,12 @@ func alipayEvent(f Form) (callback.PaymentEvent, error) {
 	// foreign currency (cross-border), else in yuan.
 	currency := alipayCurrency
 	if c := f["trans_currency"]; c != "" {
+		// Named as what it is, before an amount in it is read: a
+		// notification's refund_fee (0.00 on a payment) or total_amount,
+		// and a query answer's total_amount alike.
+		if _, err := callback.Currency(c); err != nil {
+			return ev, badRequest("trans_currency: %v", err)
+		}
 		currency = c
 	}
 	var refunded int64

@@ -36,9 +36,16 @@ type stripeReconcile struct {
 	sim *platformsim.Stripe
 }
 
-func startStripeReconcile(t *testing.T, rc reconcile.Config) *stripeReconcile {
+// setup (optional) shapes the simulator before the worker starts: an event
+// that must be listed by the first catch-up is added there (a catch-up
+// that ran before it moved the checkpoint past its created time: it was
+// never listed, as one created earlier that Stripe had delivered).
+func startStripeReconcile(t *testing.T, rc reconcile.Config, setup ...func(*platformsim.Stripe)) *stripeReconcile {
 	t.Helper()
 	sim := platformsim.StartStripe(t, stripeAPIKey)
+	for _, f := range setup {
+		f(sim)
+	}
 	r := startReconciled(t, "stripe", "USD", stripeConfig(stripeSecret), rc,
 		func(c *source.Reconcile) { c.APIKey, c.APIBase = stripeAPIKey, sim.URL })
 	return &stripeReconcile{reconciled: r, sim: sim}
@@ -98,11 +105,11 @@ func createdParam(t *testing.T, q url.Values, op string) time.Time {
 // listed) and pays the order once; the late webhook of the same event is
 // then answered as an exact duplicate and changes nothing.
 func TestReconcileFindsAStripeEventTheWebhookMissed(t *testing.T) {
-	s := startStripeReconcile(t, reconcile.Config{After: time.Minute, Backoff: []time.Duration{time.Hour}})
 	const order = "ST-RC-1"
-	s.order(t, order, 1999, 5*time.Minute)
 	ev := stripeEventAt("evt_1RcMissed", "payment_intent.succeeded", order, "pi_1RcMissed", 1999, time.Now().Add(-2*time.Minute))
-	s.sim.AddEvent(t, ev, false)
+	s := startStripeReconcile(t, reconcile.Config{After: time.Minute, Backoff: []time.Duration{time.Hour}},
+		func(sim *platformsim.Stripe) { sim.AddEvent(t, ev, false) })
+	s.order(t, order, 1999, 5*time.Minute)
 
 	o := s.waitStatus(t, order, payment.OrderPaid)
 	require.Equal(t, "pi_1RcMissed", *o.PaymentNo)
@@ -128,11 +135,13 @@ func TestReconcileFindsAStripeEventTheWebhookMissed(t *testing.T) {
 // reconciliation records the outcome, with Stripe's message; once Stripe
 // answers, the event is found.
 func TestReconcileStripeDownOrKeyRefused(t *testing.T) {
-	s := startStripeReconcile(t, reconcile.Config{After: time.Minute, Backoff: []time.Duration{300 * time.Millisecond}})
 	const order = "ST-RC-DOWN"
-	s.sim.Down(true)
+	s := startStripeReconcile(t, reconcile.Config{After: time.Minute, Backoff: []time.Duration{300 * time.Millisecond}},
+		func(sim *platformsim.Stripe) {
+			sim.Down(true)
+			sim.AddEvent(t, stripeEventAt("evt_1RcDown", "payment_intent.succeeded", order, "pi_1RcDown", 500, time.Now().Add(-2*time.Minute)), false)
+		})
 	s.order(t, order, 500, 5*time.Minute)
-	s.sim.AddEvent(t, stripeEventAt("evt_1RcDown", "payment_intent.succeeded", order, "pi_1RcDown", 500, time.Now().Add(-2*time.Minute)), false)
 
 	st := s.state(t, order, func(st store.ReconcileState) bool { return st.Queries >= 1 })
 	require.Equal(t, reconcile.OutcomeRefused, st.LastOutcome)

@@ -27,7 +27,10 @@ type DueOrder struct {
 // source is one of sources, created between createdAfter and
 // createdBefore, never asked about or due again at now and not given up
 // on: oldest first. (createdAfter keeps the orders given up on long ago
-// out of the index range walked.)
+// out of the index range walked.) An order whose last answer stored a
+// callback still PENDING waits for it: asking again before the worker
+// has applied what was found would store nothing new (the same event id)
+// and only count the same find again.
 func (s *Store) DueReconciles(ctx context.Context, sources []string, createdAfter, createdBefore, now time.Time, limit int) ([]DueOrder, error) {
 	if len(sources) == 0 {
 		return nil, nil
@@ -40,7 +43,8 @@ func (s *Store) DueReconciles(ctx context.Context, sources []string, createdAfte
 	rows, err := s.sql.QueryContext(ctx, `SELECT o.order_code, o.payment_source, o.created_at, COALESCE(r.queries, 0)
 FROM orders o LEFT JOIN reconcile_orders r ON r.order_code = o.order_code
 WHERE o.payment_status = 'UNPAID' AND o.payment_source IN (?`+strings.Repeat(",?", len(sources)-1)+`) AND o.created_at >= ? AND o.created_at <= ?
-  AND (r.order_code IS NULL OR (r.gave_up_at IS NULL AND r.next_at <= ?))
+  AND (r.order_code IS NULL OR (r.gave_up_at IS NULL AND r.next_at <= ?
+    AND NOT EXISTS (SELECT 1 FROM callback_log c WHERE c.id = r.found_log_id AND c.status = 'PENDING')))
 ORDER BY o.created_at, o.order_code LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("error reading orders due for reconciliation: %w", err)
