@@ -263,6 +263,28 @@ func checkBothWays(t *testing.T, i int, c told, notified, answered diffOutcome) 
 	}
 }
 
+// checkAll waits for each case's query and compares what the two ways
+// left: case i's orders are <prefix>-<i>-N (notified, event id
+// notifiedID(i)) and <prefix>-<i>-Q (asked), their transaction numbers
+// txn(i, "N") and txn(i, "Q").
+func checkAll(t *testing.T, r *reconciled, cases []told, prefix string, txn func(int, string) string, notifiedID func(int) string) {
+	t.Helper()
+	for i, c := range cases {
+		n, q := fmt.Sprintf("%s-%02d-N", prefix, i), fmt.Sprintf("%s-%02d-Q", prefix, i)
+		st := r.state(t, q, func(s store.ReconcileState) bool { return s.Queries >= 1 })
+		if stored, _, _, _ := modelOutcome(c, true); stored {
+			require.Equal(t, reconcile.OutcomeFound, st.LastOutcome, "case %d: %s", i, st.LastError)
+		}
+		queryID := "query:" + q + ":" + c.state
+		if c.hasTxn {
+			queryID += ":" + txn(i, "Q")
+		}
+		notified := outcomeOf(t, r, n, txn(i, "N"), notifiedID(i))
+		answered := outcomeOf(t, r, q, txn(i, "Q"), queryID)
+		checkBothWays(t, i, c, notified, answered)
+	}
+}
+
 // TestWeChatPayNotificationAndAnswerAgree: generated transactions, each
 // notified about one order and answered to a query about another.
 func TestWeChatPayNotificationAndAnswerAgree(t *testing.T) {
@@ -327,22 +349,7 @@ func TestWeChatPayNotificationAndAnswerAgree(t *testing.T) {
 		wx.sim.SetTransaction(q, wechatTxn(c, q, wechatDiffTxn(i, "Q")))
 		wx.order(t, q, diffAmount, 2*time.Minute) // due: asked
 	}
-	for i, c := range cases {
-		n, q := fmt.Sprintf("WXD-%02d-N", i), fmt.Sprintf("WXD-%02d-Q", i)
-		txnN, txnQ := wechatDiffTxn(i, "N"), wechatDiffTxn(i, "Q")
-		st := wx.state(t, q, func(s store.ReconcileState) bool { return s.Queries >= 1 })
-		stored, _, _, _ := modelOutcome(c, true)
-		if stored {
-			require.Equal(t, reconcile.OutcomeFound, st.LastOutcome, "case %d: %s", i, st.LastError)
-		}
-		queryID := "query:" + q + ":" + c.state
-		if c.hasTxn {
-			queryID += ":" + txnQ
-		}
-		notified := outcomeOf(t, wx.reconciled, n, txnN, fmt.Sprintf("EV-WXD-%02d", i))
-		answered := outcomeOf(t, wx.reconciled, q, txnQ, queryID)
-		checkBothWays(t, i, c, notified, answered)
-	}
+	checkAll(t, wx.reconciled, cases, "WXD", wechatDiffTxn, func(i int) string { return fmt.Sprintf("EV-WXD-%02d", i) })
 	t.Logf("%d transactions told both ways", len(cases))
 }
 
@@ -431,22 +438,7 @@ func TestAlipayNotificationAndAnswerAgree(t *testing.T) {
 		ali.sim.SetTrade(q, answer)
 		ali.order(t, q, diffAmount, 2*time.Minute) // due: asked
 	}
-	for i, c := range cases {
-		n, q := fmt.Sprintf("ALD-%02d-N", i), fmt.Sprintf("ALD-%02d-Q", i)
-		tradeN, tradeQ := alipayDiffTrade(i, "N"), alipayDiffTrade(i, "Q")
-		st := ali.state(t, q, func(s store.ReconcileState) bool { return s.Queries >= 1 })
-		stored, _, _, _ := modelOutcome(c, true)
-		if stored {
-			require.Equal(t, reconcile.OutcomeFound, st.LastOutcome, "case %d: %s", i, st.LastError)
-		}
-		queryID := "query:" + q + ":" + c.state
-		if c.hasTxn {
-			queryID += ":" + tradeQ
-		}
-		notified := outcomeOf(t, ali.reconciled, n, tradeN, fmt.Sprintf("ali-diff-%02d", i))
-		answered := outcomeOf(t, ali.reconciled, q, tradeQ, queryID)
-		checkBothWays(t, i, c, notified, answered)
-	}
+	checkAll(t, ali.reconciled, cases, "ALD", alipayDiffTrade, func(i int) string { return fmt.Sprintf("ali-diff-%02d", i) })
 	t.Logf("%d trades told both ways", len(cases))
 }
 
