@@ -23,6 +23,7 @@ import (
 	"callgate/internal/source"
 	"callgate/internal/store"
 	"callgate/internal/testenv"
+	"callgate/internal/worker"
 	"callgate/test/platformsim"
 )
 
@@ -297,4 +298,34 @@ func TestStripeListedEventIsBound(t *testing.T) {
 	require.ErrorIs(t, err, platform.ErrForeignMerchant)
 	_, err = ans.ReadAnswer("", edit(func(m map[string]any) { m["object"] = "payment_intent" }))
 	require.ErrorContains(t, err, "not an event")
+}
+
+// TestWorkerReconcileStripeOrder: `worker reconcile --order CODE` for an
+// order paid through Stripe reads the events list first (from the
+// checkpoint the scheduled run left), prints the event Stripe listed and
+// what was stored, and the workers pay the order.
+func TestWorkerReconcileStripeOrder(t *testing.T) {
+	const after = time.Second
+	// One scheduled run, at the start (the job starts at once; the next
+	// run is an hour away): it lists nothing yet and stores a checkpoint.
+	s := startStripeReconcile(t, reconcile.Config{After: after, Interval: time.Hour, Backoff: []time.Duration{time.Hour}})
+	const order = "ST-RC-CLI"
+	s.order(t, order, 1500, 5*time.Minute)
+	var cp time.Time
+	require.Eventually(t, func() bool { var ok bool; cp, ok = s.checkpoint(t); return ok }, 10*time.Second, 20*time.Millisecond)
+	// An event the webhook missed, created since that checkpoint: only the
+	// command's own listing can find it.
+	ev := stripeEventAt("evt_1RcCli", "payment_intent.succeeded", order, "pi_1RcCli", 1500, cp)
+	s.sim.AddEvent(t, ev, false)
+	time.Sleep(2 * after) // listed up to `after` ago
+
+	var out, errOut strings.Builder
+	code := worker.ReconcileCommand(t.Context(), s.Cfg.WorkerSettings(), kinds.Names(), []string{"--order", order}, &out, &errOut, testenv.Logger(t, s.Cfg))
+	require.Zero(t, code, "%s%s", out.String(), errOut.String())
+	require.Contains(t, out.String(), "order ST-RC-CLI, payment source stripe, query 2: found", "%s", out.String())
+	require.Contains(t, out.String(), `"id":"evt_1RcCli"`, "the event as Stripe listed it")
+	require.Regexp(t, `stored as callback \d+ \(origin reconcile\)`, out.String())
+	o := s.waitStatus(t, order, payment.OrderPaid)
+	require.Equal(t, "pi_1RcCli", *o.PaymentNo)
+	require.Equal(t, callback.OriginReconcile, s.Settled(t, "stripe", "evt_1RcCli").Origin)
 }
