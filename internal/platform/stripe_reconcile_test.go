@@ -37,10 +37,10 @@ type stripeReconcile struct {
 	sim *platformsim.Stripe
 }
 
-// setup (optional) shapes the simulator before the worker starts: an event
-// that must be listed by the first catch-up is added there (a catch-up
-// that ran before it moved the checkpoint past its created time: it was
-// never listed, as one created earlier that Stripe had delivered).
+// setup (optional) shapes the simulator before the worker starts, for
+// what the first catch-up must already see (Stripe down, an event created
+// long ago): one that ran before the test set it up would have listed an
+// empty window and moved the checkpoint past it.
 func startStripeReconcile(t *testing.T, rc reconcile.Config, setup ...func(*platformsim.Stripe)) *stripeReconcile {
 	t.Helper()
 	sim := platformsim.StartStripe(t, stripeAPIKey)
@@ -106,11 +106,16 @@ func createdParam(t *testing.T, q url.Values, op string) time.Time {
 // listed) and pays the order once; the late webhook of the same event is
 // then answered as an exact duplicate and changes nothing.
 func TestReconcileFindsAStripeEventTheWebhookMissed(t *testing.T) {
+	// `after` short, and the event created now: whenever the first
+	// catch-up runs (before the event exists, on a loaded machine), the
+	// checkpoint it leaves is `after` behind it, so a later one lists it;
+	// and the order exists before its payment does, as in life.
+	const after = time.Second
+	s := startStripeReconcile(t, reconcile.Config{After: after, Backoff: []time.Duration{time.Hour}})
 	const order = "ST-RC-1"
-	ev := stripeEventAt("evt_1RcMissed", "payment_intent.succeeded", order, "pi_1RcMissed", 1999, time.Now().Add(-2*time.Minute))
-	s := startStripeReconcile(t, reconcile.Config{After: time.Minute, Backoff: []time.Duration{time.Hour}},
-		func(sim *platformsim.Stripe) { sim.AddEvent(t, ev, false) })
 	s.order(t, order, 1999, 5*time.Minute)
+	ev := stripeEventAt("evt_1RcMissed", "payment_intent.succeeded", order, "pi_1RcMissed", 1999, time.Now())
+	s.sim.AddEvent(t, ev, false)
 
 	o := s.waitStatus(t, order, payment.OrderPaid)
 	require.Equal(t, "pi_1RcMissed", *o.PaymentNo)
