@@ -41,13 +41,16 @@ test: services ## every test: unit, integration, browser (race detector on), the
 	@# for it). The fault suite and the HA scenarios then run side by side,
 	@# each on servers of its own: they mostly wait (outages, boots), and
 	@# together take the HA scenarios' time instead of both. The HA log is
-	@# shown when both are over; the servers are removed at the end.
+	@# shown when both are over; the servers are removed at the end. The HA
+	@# scenarios run in a session of their own (a background job ignores
+	@# Ctrl-C): an interrupt stops them too, and removes the servers.
 	scripts/ha.sh up > $(HA_UP_LOG) 2>&1 &
 	status=0; $(GO) test $(TEST_FLAGS) ./... || status=$$?; \
 	  if [ $$status = 0 ]; then \
-	    $(MAKE) --no-print-directory test-ha HA_KEEP=1 > $(HA_TEST_LOG) 2>&1 & ha=$$!; \
+	    setsid $(MAKE) --no-print-directory test-ha HA_KEEP=1 > $(HA_TEST_LOG) 2>&1 & ha=$$!; \
+	    trap "kill -TERM -- -$$ha 2>/dev/null; scripts/ha.sh down; exit 130" INT TERM; \
 	    $(MAKE) --no-print-directory test-faults HA_KEEP=1 || status=$$?; \
-	    wait $$ha || status=$$?; echo "== the HA scenarios ($(HA_TEST_LOG))"; cat $(HA_TEST_LOG); \
+	    wait $$ha || status=$$?; trap - INT TERM; echo "== the HA scenarios ($(HA_TEST_LOG))"; cat $(HA_TEST_LOG); \
 	  else cat $(HA_UP_LOG); fi; \
 	  scripts/ha.sh down; exit $$status
 
@@ -55,12 +58,12 @@ test-unit: services ## the tests without the fault suite
 	$(GO) test $(TEST_FLAGS) ./...
 
 test-faults: services ## the fault suite: real processes, killed workers, broker and MySQL outages (the broker it stops is its own, on 5684: scripts/ha.sh up fault; HA_KEEP=1 keeps it)
-	scripts/ha.sh up fault || { scripts/ha.sh down; exit 1; }
+	scripts/ha.sh up fault || { [ -n "$(HA_KEEP)" ] || scripts/ha.sh down; exit 1; }
 	status=0; env $$(scripts/ha.sh env fault) $(GO) test $(FAULT_FLAGS) -v ./test/fault/ || status=$$?; \
 	  if [ -z "$(HA_KEEP)" ]; then scripts/ha.sh down; fi; exit $$status
 
 test-ha: services ## the HA scenarios: primary lost, replication stopped, broker nodes lost, processes lost (scripts/ha.sh starts a 3-server MariaDB and a 3-node RabbitMQ, then removes them; HA_KEEP=1 keeps them)
-	scripts/ha.sh up || { scripts/ha.sh down; exit 1; }
+	scripts/ha.sh up || { [ -n "$(HA_KEEP)" ] || scripts/ha.sh down; exit 1; }
 	status=0; env $$(scripts/ha.sh env) $(GO) test $(HA_FLAGS) -v -run '^TestHA' ./test/fault/ || status=$$?; \
 	  if [ -z "$(HA_KEEP)" ]; then scripts/ha.sh down; fi; exit $$status
 

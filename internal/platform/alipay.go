@@ -170,18 +170,26 @@ func alipayEvent(f Form) (callback.PaymentEvent, error) {
 	// foreign currency (cross-border), else in yuan.
 	currency := alipayCurrency
 	if c := f["trans_currency"]; c != "" {
-		// Named as what it is, before an amount in it is read: a
-		// notification's refund_fee (0.00 on a payment) or total_amount,
-		// and a query answer's total_amount alike.
-		if _, err := callback.Currency(c); err != nil {
-			return ev, badRequest("trans_currency: %v", err)
-		}
 		currency = c
+	}
+	// amountIn reads field's amount in currency: a currency that is not
+	// one is named as trans_currency's fault, whichever amount is read
+	// first (a notification's refund_fee, 0.00 on a payment, or a query
+	// answer's total_amount).
+	amountIn := func(field, v string) (int64, string, error) {
+		n, code, err := AmountIn(v, currency)
+		if err == nil {
+			return n, code, nil
+		}
+		if _, cerr := callback.Currency(currency); cerr != nil {
+			field = "trans_currency"
+		}
+		return 0, "", badRequest("%s: %v", field, err)
 	}
 	var refunded int64
 	if fee := f["refund_fee"]; fee != "" {
-		if refunded, ev.Currency, err = AmountIn(fee, currency); err != nil {
-			return ev, badRequest("refund_fee: %v", err)
+		if refunded, ev.Currency, err = amountIn("refund_fee", fee); err != nil {
+			return ev, err
 		}
 	}
 	switch status {
@@ -205,8 +213,8 @@ func alipayEvent(f Form) (callback.PaymentEvent, error) {
 	if err != nil {
 		return ev, err
 	}
-	if ev.Amount, ev.Currency, err = AmountIn(amount, currency); err != nil {
-		return ev, badRequest("total_amount: %v", err)
+	if ev.Amount, ev.Currency, err = amountIn("total_amount", amount); err != nil {
+		return ev, err
 	}
 	if t, err := time.ParseInLocation(chinaTimeLayout, f["gmt_payment"], chinaTime); err == nil {
 		t = t.UTC()

@@ -30,8 +30,9 @@ import (
 // and both what the reference model says. The model is built from the
 // tables, not from the code: docs/platforms/wechatpay.md and alipay.md
 // ("What callgate reads"), docs/guarantees.md (the decision table, an
-// UNPAID order's column) and README.md's Reconciliation section (an answer
-// that says nothing happened stores nothing).
+// UNPAID order's column) and docs/reconciliation.md (an answer that says
+// nothing happened, or paid and refunded by how much it does not say,
+// stores nothing).
 //
 // CALLGATE_RECONCILE_DIFF_SEED=<n> replays one seed.
 
@@ -108,7 +109,7 @@ type diffOutcome struct {
 // modelOutcome is what the tables say an UNPAID order of 100 (CNY) gets
 // from c told one way; fromAnswer: told as a query answer.
 func modelOutcome(c told, fromAnswer bool) (stored bool, status, orderStatus string, routing []string) {
-	// README "Reconciliation": an answer that says nothing happened
+	// docs/reconciliation.md: an answer that says nothing happened
 	// (NOTPAY, WAIT_BUYER_PAY) stores nothing; one that says paid and
 	// refunded since, without how much, stores nothing either (on-call
 	// decides). A notification is stored whatever it says.
@@ -118,8 +119,10 @@ func modelOutcome(c told, fromAnswer bool) (stored bool, status, orderStatus str
 	unreadable := false
 	switch c.kind {
 	case "paid":
-		// The platform pages: a payment names its transaction, its amount
-		// and a currency the preset knows.
+		// docs/platforms (the "stored FAILED" rows): a payment names its
+		// transaction, its amount and a currency the preset knows; a
+		// failed one its amount and currency (without a transaction it is
+		// named by the notification's id).
 		unreadable = !c.hasTxn || c.amount == "none" || c.amount == "bad" || c.currency == "unknown"
 	case "failed":
 		unreadable = c.amount == "none" || c.amount == "bad" || c.currency == "unknown"
@@ -304,7 +307,8 @@ func TestWeChatPayNotificationAndAnswerAgree(t *testing.T) {
 		c.currency = pick(r, w("order", 10), w("none", 3), w("other", 2), w("unknown", 1))
 		if c.kind == "closed" || c.kind == "nothing" || c.kind == "refunded" {
 			// WeChat Pay's closed and unpaid transactions carry no
-			// transaction number, and their amounts are not read.
+			// transaction number, and a CLOSED one's amount is not read
+			// (docs/platforms/wechatpay.md).
 			c.hasTxn, c.amount, c.currency = false, "same", "order"
 		}
 		cases = append(cases, c)

@@ -216,7 +216,7 @@ func (j *Job) RunOnce(ctx context.Context) (int, error) {
 	// An order is asked last at give_up; one a day older than that was
 	// given up on (or its last query failed to be recorded: it is then
 	// never asked again, and never listed either).
-	due, err := j.Store.DueReconciles(ctx, j.Names(), now.Add(-cfg.GiveUp-24*time.Hour), now.Add(-cfg.After), now, cfg.BatchSize)
+	due, err := j.Store.DueReconciles(ctx, j.Names(), now.Add(-cfg.GiveUp-24*time.Hour), now.Add(-cfg.After), now.Add(-cfg.GiveUp), now, cfg.BatchSize)
 	if err != nil {
 		return 0, err
 	}

@@ -27,11 +27,13 @@ type DueOrder struct {
 // source is one of sources, created between createdAfter and
 // createdBefore, never asked about or due again at now and not given up
 // on: oldest first. (createdAfter keeps the orders given up on long ago
-// out of the index range walked.) An order whose last answer stored a
-// callback still PENDING waits for it: asking again before the worker
-// has applied what was found would store nothing new (the same event id)
-// and only count the same find again.
-func (s *Store) DueReconciles(ctx context.Context, sources []string, createdAfter, createdBefore, now time.Time, limit int) ([]DueOrder, error) {
+// out of the index range walked.) An order created after waitAfter (its
+// give_up not reached) whose last answer that found something stored a
+// callback still PENDING waits for it: asking again before the worker has
+// applied what was found would store nothing new (the same event id) and
+// only count the same find again. Past give_up it is due as before, so
+// that its last query gives up on it.
+func (s *Store) DueReconciles(ctx context.Context, sources []string, createdAfter, createdBefore, waitAfter, now time.Time, limit int) ([]DueOrder, error) {
 	if len(sources) == 0 {
 		return nil, nil
 	}
@@ -39,12 +41,12 @@ func (s *Store) DueReconciles(ctx context.Context, sources []string, createdAfte
 	for _, src := range sources {
 		args = append(args, src)
 	}
-	args = append(args, createdAfter, createdBefore, now, limit)
+	args = append(args, createdAfter, createdBefore, now, waitAfter, limit)
 	rows, err := s.sql.QueryContext(ctx, `SELECT o.order_code, o.payment_source, o.created_at, COALESCE(r.queries, 0)
 FROM orders o LEFT JOIN reconcile_orders r ON r.order_code = o.order_code
 WHERE o.payment_status = 'UNPAID' AND o.payment_source IN (?`+strings.Repeat(",?", len(sources)-1)+`) AND o.created_at >= ? AND o.created_at <= ?
   AND (r.order_code IS NULL OR (r.gave_up_at IS NULL AND r.next_at <= ?
-    AND NOT EXISTS (SELECT 1 FROM callback_log c WHERE c.id = r.found_log_id AND c.status = 'PENDING')))
+    AND (o.created_at <= ? OR NOT EXISTS (SELECT 1 FROM callback_log c WHERE c.id = r.found_log_id AND c.status = 'PENDING'))))
 ORDER BY o.created_at, o.order_code LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("error reading orders due for reconciliation: %w", err)
