@@ -94,11 +94,15 @@ type Detail struct {
 	Money *MoneyHistory `json:"money_history,omitempty"`
 }
 
-// MoneyHistory is an order's money: the order, and every payment, refund
-// and dispute recorded for it with the callbacks that recorded it first
-// (callback_log_id) and last changed it (last_log_id).
+// MoneyHistory is an order's money: the order, what its facts derive,
+// every fact recorded for it in the order the fold takes them (by the
+// platform's time, with each one's place by arrival), and per payment,
+// refund and dispute its latest status with the callbacks that reported
+// it first and last.
 type MoneyHistory struct {
 	Order    MoneyOrder     `json:"order"`
+	State    MoneyState     `json:"state"`
+	Facts    []MoneyFact    `json:"facts"`
 	Payments []MoneyPayment `json:"payments"`
 	Refunds  []MoneyRefund  `json:"refunds"`
 	Disputes []MoneyDispute `json:"disputes"`
@@ -106,14 +110,42 @@ type MoneyHistory struct {
 
 // MoneyOrder is the order's money columns.
 type MoneyOrder struct {
-	OrderCode      string     `json:"order_code"`
-	Amount         int64      `json:"amount"`
-	Currency       string     `json:"currency"`
-	PaymentStatus  string     `json:"payment_status"`
-	PaymentNo      *string    `json:"payment_no"`
-	PaidAt         *time.Time `json:"paid_at"`
-	RefundedAmount int64      `json:"refunded_amount"`
-	DisputeStatus  *string    `json:"dispute_status"`
+	OrderCode          string     `json:"order_code"`
+	Amount             int64      `json:"amount"`
+	Currency           string     `json:"currency"`
+	PaymentStatus      string     `json:"payment_status"`
+	PaymentNo          *string    `json:"payment_no"`
+	PaidAt             *time.Time `json:"paid_at"`
+	RefundedAmount     int64      `json:"refunded_amount"`
+	ChargebackAmount   int64      `json:"chargeback_amount"`
+	DisputeStatus      *string    `json:"dispute_status"`
+	WarehouseCancelled bool       `json:"warehouse_cancelled"`
+}
+
+// MoneyState is what the order's facts derive beyond its columns.
+type MoneyState struct {
+	Left      int64 `json:"left"`
+	Excess    int64 `json:"excess"`
+	Shipped   bool  `json:"shipped"`
+	Cancelled bool  `json:"cancelled"`
+	Closed    bool  `json:"closed"`
+}
+
+// MoneyFact is one fact a platform reported, as the fold takes it.
+type MoneyFact struct {
+	Kind        string     `json:"kind"`
+	Ref         string     `json:"ref"`
+	PaymentNo   string     `json:"payment_no"`
+	Status      string     `json:"status"`
+	Amount      int64      `json:"amount"`
+	Currency    string     `json:"currency"`
+	Reason      *string    `json:"reason"`
+	OccurredAt  *time.Time `json:"occurred_at"`
+	InitiatedAt *time.Time `json:"initiated_at,omitempty"`
+	ReceivedAt  time.Time  `json:"received_at"`
+	// Arrival is its place by arrival (1 first).
+	Arrival       int   `json:"arrival"`
+	CallbackLogID int64 `json:"callback_log_id"`
 }
 
 // MoneyPayment is one payment reported for the order.
@@ -133,8 +165,6 @@ type MoneyRefund struct {
 	PaymentNo     *string `json:"payment_no"`
 	Status        string  `json:"status"`
 	Amount        int64   `json:"amount"`
-	Counted       int64   `json:"counted"`
-	Matched       int64   `json:"matched"`
 	Currency      string  `json:"currency"`
 	Reason        *string `json:"reason"`
 	CallbackLogID int64   `json:"callback_log_id"`
@@ -170,21 +200,62 @@ func (s *Service) moneyOf(ctx context.Context, l *callback.Log) *MoneyHistory {
 	if h == nil {
 		return nil
 	}
-	o := h.Order
+	o, st := h.Order, h.State
 	m := &MoneyHistory{Order: MoneyOrder{OrderCode: o.OrderCode, Amount: o.Amount, Currency: o.Currency, PaymentStatus: o.PaymentStatus,
-		PaymentNo: o.PaymentNo, PaidAt: o.PaidAt, RefundedAmount: o.RefundedAmount, DisputeStatus: o.DisputeStatus},
+		PaymentNo: o.PaymentNo, PaidAt: o.PaidAt, RefundedAmount: o.RefundedAmount, ChargebackAmount: o.ChargebackAmount,
+		DisputeStatus: o.DisputeStatus, WarehouseCancelled: o.WarehouseCancelled},
+		State:    MoneyState{Left: st.Left, Excess: st.Excess, Shipped: st.Shipped, Cancelled: st.Cancelled, Closed: st.Closed},
+		Facts:    []MoneyFact{},
 		Payments: []MoneyPayment{}, Refunds: []MoneyRefund{}, Disputes: []MoneyDispute{}}
-	for _, p := range h.Payments {
-		m.Payments = append(m.Payments, MoneyPayment{PaymentNo: p.PaymentNo, Status: p.Status, Paying: p.Paying, Amount: p.Amount,
-			Currency: p.Currency, CallbackLogID: p.CallbackLogID, LastLogID: p.LastLogID})
-	}
-	for _, r := range h.Refunds {
-		m.Refunds = append(m.Refunds, MoneyRefund{RefundNo: r.RefundNo, PaymentNo: r.PaymentNo, Status: r.Status, Amount: r.Amount,
-			Counted: r.Counted, Matched: r.Matched, Currency: r.Currency, Reason: r.Reason, CallbackLogID: r.CallbackLogID, LastLogID: r.LastLogID})
-	}
-	for _, d := range h.Disputes {
-		m.Disputes = append(m.Disputes, MoneyDispute{DisputeID: d.DisputeID, PaymentNo: d.PaymentNo, Status: d.Status, Amount: d.Amount,
-			Currency: d.Currency, CallbackLogID: d.CallbackLogID, LastLogID: d.LastLogID})
+	// The latest status of each payment, refund and dispute: its fact
+	// taken last by the fold.
+	at := map[string]int{}
+	for i, f := range h.Facts {
+		m.Facts = append(m.Facts, MoneyFact{Kind: f.Kind, Ref: f.Ref, PaymentNo: f.PaymentNo, Status: f.Status, Amount: f.Amount,
+			Currency: f.Currency, Reason: f.Reason, OccurredAt: f.OccurredAt, InitiatedAt: f.InitiatedAt, ReceivedAt: f.ReceivedAt,
+			Arrival: h.Arrival[i], CallbackLogID: f.CallbackLogID})
+		var paymentNo *string
+		if f.PaymentNo != "" {
+			no := f.PaymentNo
+			paymentNo = &no
+		}
+		k := f.Kind + "\x00" + f.Ref
+		j, seen := at[k]
+		switch f.Kind {
+		case payment.KindPayment:
+			if !seen {
+				at[k] = len(m.Payments)
+				m.Payments = append(m.Payments, MoneyPayment{PaymentNo: f.Ref, Paying: f.Ref == st.PaymentNo, CallbackLogID: f.CallbackLogID})
+				j = at[k]
+			}
+			p := &m.Payments[j]
+			p.Status, p.LastLogID = f.Status, max(p.LastLogID, f.CallbackLogID)
+			p.CallbackLogID = min(p.CallbackLogID, f.CallbackLogID)
+			if f.Status == payment.PaymentSucceeded || p.Amount == 0 {
+				p.Amount, p.Currency = f.Amount, f.Currency
+			}
+		case payment.KindRefund:
+			if !seen {
+				at[k] = len(m.Refunds)
+				m.Refunds = append(m.Refunds, MoneyRefund{RefundNo: f.Ref, PaymentNo: paymentNo, CallbackLogID: f.CallbackLogID})
+				j = at[k]
+			}
+			r := &m.Refunds[j]
+			r.Status, r.Reason, r.LastLogID = f.Status, f.Reason, max(r.LastLogID, f.CallbackLogID)
+			r.CallbackLogID = min(r.CallbackLogID, f.CallbackLogID)
+			if f.Status == payment.RefundSucceeded || r.Amount == 0 {
+				r.Amount, r.Currency = f.Amount, f.Currency
+			}
+		case payment.KindDispute:
+			if !seen {
+				at[k] = len(m.Disputes)
+				m.Disputes = append(m.Disputes, MoneyDispute{DisputeID: f.Ref, PaymentNo: paymentNo, CallbackLogID: f.CallbackLogID})
+				j = at[k]
+			}
+			d := &m.Disputes[j]
+			d.Status, d.Amount, d.Currency, d.LastLogID = f.Status, f.Amount, f.Currency, max(d.LastLogID, f.CallbackLogID)
+			d.CallbackLogID = min(d.CallbackLogID, f.CallbackLogID)
+		}
 	}
 	return m
 }

@@ -76,6 +76,15 @@ type PaymentEvent struct {
 	Status string `json:"status,omitempty"`
 	// PaidAt is when the platform says the payment happened, if it does.
 	PaidAt *time.Time `json:"paidAt,omitempty"`
+	// OccurredAt is the platform's own time of what this event reports
+	// (the payment, the refund's outcome, the dispute stage, the close):
+	// an order's facts are taken in this order, whatever order they
+	// arrived in. Nil when the platform gives none.
+	OccurredAt *time.Time `json:"occurredAt,omitempty"`
+	// InitiatedAt is when a refund was created, when the platform says
+	// (Stripe's refund created): a running total dated before it cannot
+	// have counted it.
+	InitiatedAt *time.Time `json:"initiatedAt,omitempty"`
 	// Reason is why a refund failed or an order was closed, in the
 	// platform's words, when it says.
 	Reason string `json:"reason,omitempty"`

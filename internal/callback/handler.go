@@ -130,13 +130,32 @@ func RetryDelay(err error) (time.Duration, bool) {
 // while it waits it does not hold up the later callbacks of its key, one
 // of which may be what it waits for; callbacks that wait keep their order
 // among themselves.
-type NotYetError struct{ Err error }
+type NotYetError struct {
+	Err error
+	// Until, when set, is how long the callback waits whatever its retry
+	// budget: it is retried until then, and FAILED only by an attempt
+	// after it (worker.order_grace is a time, not a number of attempts).
+	Until time.Time
+}
 
 func (e *NotYetError) Error() string { return e.Err.Error() }
 func (e *NotYetError) Unwrap() error { return e.Err }
 
 // NotYet wraps err: the callback waits for an event not processed yet.
 func NotYet(err error) error { return &NotYetError{Err: err} }
+
+// NotYetUntil wraps err: the callback waits until until, whatever its
+// retry budget.
+func NotYetUntil(err error, until time.Time) error { return &NotYetError{Err: err, Until: until} }
+
+// WaitsUntil is the time a NotYetUntil waits for, if err is one.
+func WaitsUntil(err error) (time.Time, bool) {
+	var n *NotYetError
+	if errors.As(err, &n) && !n.Until.IsZero() && !IsPermanent(err) {
+		return n.Until, true
+	}
+	return time.Time{}, false
+}
 
 // IsNotYet reports whether err (or what it wraps) is a NotYet, and not
 // also permanent.

@@ -70,7 +70,8 @@ func check(p *Payload) error {
 		if p.Status != callback.PaymentSuccess && p.Status != callback.PaymentFailed {
 			return fmt.Errorf("status %q is not SUCCESS or FAILED", p.Status)
 		}
-		return none("refundNo", p.RefundNo != "", "disputeId", p.DisputeID != "", "refundedTotal", p.RefundedTotal != nil)
+		return none("refundNo", p.RefundNo != "", "disputeId", p.DisputeID != "", "refundedTotal", p.RefundedTotal != nil,
+			"initiatedAt", p.InitiatedAt != nil)
 	case callback.TypeRefund:
 		if p.OrderCode == "" && p.PaymentNo == "" {
 			return fmt.Errorf("orderCode or paymentNo is required")
@@ -96,7 +97,8 @@ func check(p *Payload) error {
 			return fmt.Errorf("orderCode or paymentNo is required")
 		}
 		return none("status", p.Status != "", "amount", p.Amount != 0, "currency", p.Currency != "",
-			"refundNo", p.RefundNo != "", "disputeId", p.DisputeID != "", "refundedTotal", p.RefundedTotal != nil, "paidAt", p.PaidAt != nil)
+			"refundNo", p.RefundNo != "", "disputeId", p.DisputeID != "", "refundedTotal", p.RefundedTotal != nil, "paidAt", p.PaidAt != nil,
+			"initiatedAt", p.InitiatedAt != nil)
 	case callback.TypeDispute:
 		if p.OrderCode == "" && p.PaymentNo == "" {
 			return fmt.Errorf("orderCode or paymentNo is required")
@@ -107,7 +109,8 @@ func check(p *Payload) error {
 		if p.Status != callback.DisputeOpen && p.Status != callback.DisputeWon && p.Status != callback.DisputeLost {
 			return fmt.Errorf("status %q is not OPEN, WON or LOST", p.Status)
 		}
-		return none("refundNo", p.RefundNo != "", "refundedTotal", p.RefundedTotal != nil, "paidAt", p.PaidAt != nil)
+		return none("refundNo", p.RefundNo != "", "refundedTotal", p.RefundedTotal != nil, "paidAt", p.PaidAt != nil,
+			"initiatedAt", p.InitiatedAt != nil)
 	}
 	return fmt.Errorf("type %q is not payment, refund, close or dispute", p.Type)
 }

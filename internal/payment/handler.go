@@ -45,11 +45,11 @@ func (h Handler) Handle(ctx context.Context, tx *gorm.DB, cb *callback.Log, out 
 	return h.HandleBatch(ctx, tx, []*callback.Log{cb}, []callback.Outbox{out})[0]
 }
 
-// HandleBatch implements callback.BatchHandler: one statement per table
-// reads and locks what the batch touches (orders always; payments,
-// refunds and disputes only when its events need them), each callback is
-// decided by decide, in id order, on the rows as the callbacks before it
-// left them, and one statement per table writes what changed.
+// HandleBatch implements callback.BatchHandler: one statement reads and
+// locks the orders the batch's events touch, one reads their facts; each
+// callback's fact is recorded and its order derived again, in id order,
+// on the facts the callbacks before it left; one statement per table
+// writes what changed.
 func (h Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log, outs []callback.Outbox) []error {
 	errs := make([]error, len(cbs))
 	events := make([]*Payload, len(cbs))
@@ -72,17 +72,17 @@ func (h Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.L
 	if err := h.read(db, b, events); err != nil {
 		return callback.FailBatch(errs, err)
 	}
-	outcomes := make([]outcome, len(cbs))
+	results := make([]result, len(cbs))
 	for i, p := range events {
 		if p == nil {
 			continue
 		}
-		o, err := h.decide(b, p, cbs[i])
+		r, err := h.record(b, p, cbs[i])
 		if err != nil {
 			errs[i] = err
 			return errs
 		}
-		outcomes[i] = o
+		results[i] = r
 	}
 	if err := b.write(db); err != nil {
 		return callback.FailBatch(errs, err)
@@ -91,88 +91,85 @@ func (h Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.L
 		if p == nil {
 			continue
 		}
-		for _, msg := range outcomes[i].msgs {
+		for _, msg := range results[i].msgs {
 			if err := outs[i].Add(ctx, msg); err != nil {
 				errs[i] = err
 				return errs
 			}
 		}
-		errs[i] = outcomes[i].result()
+		errs[i] = results[i].err()
 	}
 	return errs
 }
 
-// read loads what the batch's events need: the orders of the payments they
-// name only by number, their orders (locked), and, locked too, the
-// refunds and disputes of the orders that refund and dispute events touch
-// and the payments of the orders a payment may not simply pay, or that a
-// refund or dispute names a payment of before they are paid.
+// read locks the orders the batch's events name, finds the orders of
+// those that name none (or one that does not exist) by the numbers they
+// name, locks those, and reads the facts of all of them.
 func (h Handler) read(db *gorm.DB, b *book, events []*Payload) error {
-	var nos []string
-	for _, p := range events {
-		if p != nil && p.OrderCode == "" && p.PaymentNo != "" {
-			nos = append(nos, p.PaymentNo)
-		}
-	}
-	if err := b.lookupPayments(db, nos); err != nil {
-		return err
-	}
-	codesOf := func(p *Payload) []string {
-		if p.OrderCode != "" {
-			return []string{p.OrderCode}
-		}
-		return b.byPayment[p.PaymentNo]
-	}
 	var codes []string
 	for _, p := range events {
-		if p != nil {
-			codes = append(codes, codesOf(p)...)
+		if p != nil && p.OrderCode != "" {
+			codes = append(codes, p.OrderCode)
 		}
 	}
 	if err := b.lockOrders(db, unique(codes)); err != nil {
 		return err
 	}
-	var payments, refunds, disputes []string
-	successes := map[string]int{}
+	refs := map[string][]string{}
 	for _, p := range events {
-		if p != nil && p.Type == callback.TypePayment && p.Status == callback.PaymentSuccess {
-			successes[p.OrderCode]++
-		}
-	}
-	for _, p := range events {
-		if p == nil {
+		if p == nil || p.OrderCode != "" && b.orders[p.OrderCode] != nil {
 			continue
 		}
-		switch p.Type {
-		case callback.TypeRefund, callback.TypeDispute:
-			// A refund counts what lost disputes left; a dispute takes
-			// what refunds left: each reads both.
-			refunds = append(refunds, codesOf(p)...)
-			disputes = append(disputes, codesOf(p)...)
-			// Of an order not paid yet, the payments recorded say whether
-			// it names a payment that did not pay it (otherPayment).
-			for _, code := range codesOf(p) {
-				if o := b.orders[code]; o != nil && o.PaymentNo == nil && p.PaymentNo != "" {
-					payments = append(payments, code)
-				}
-			}
-		case callback.TypePayment:
-			// The common case, a payment of an unpaid order of its amount,
-			// reads no payments rows.
-			o := b.orders[p.OrderCode]
-			if p.Status == callback.PaymentSuccess && o != nil && (successes[p.OrderCode] > 1 || o.PaymentStatus != OrderUnpaid && o.PaymentStatus != OrderPaymentFailed ||
-				p.Amount != o.Amount || p.Currency != "" && p.Currency != o.Currency) {
-				payments = append(payments, p.OrderCode)
-			}
+		for kind, ref := range refsOf(p) {
+			refs[kind] = append(refs[kind], ref)
 		}
 	}
-	if err := b.lockRows(db, "payments", unique(payments)); err != nil {
+	if err := b.lookup(db, refs); err != nil {
 		return err
 	}
-	if err := b.lockRows(db, "refunds", unique(refunds)); err != nil {
+	codes = codes[:0]
+	for _, p := range events {
+		if p != nil && (p.OrderCode == "" || b.orders[p.OrderCode] == nil) {
+			codes = append(codes, b.codesOf(p)...)
+		}
+	}
+	if err := b.lockOrders(db, unique(codes)); err != nil {
 		return err
 	}
-	return b.lockRows(db, "disputes", unique(disputes))
+	return b.readFacts(db)
+}
+
+// refsOf are the numbers an event can be found by, by fact kind: its
+// payment, and its refund or dispute.
+func refsOf(p *Payload) map[string]string {
+	refs := map[string]string{}
+	if p.PaymentNo != "" {
+		refs[KindPayment] = p.PaymentNo
+	}
+	if p.Type == callback.TypeRefund && p.RefundNo != "" {
+		refs[KindRefund] = p.RefundNo
+	}
+	if p.Type == callback.TypeDispute && p.DisputeID != "" {
+		refs[KindDispute] = p.DisputeID
+	}
+	return refs
+}
+
+// codesOf are the orders recorded for what p names, first by its payment,
+// else by its refund or dispute.
+func (b *book) codesOf(p *Payload) []string {
+	if p.PaymentNo != "" {
+		if codes := b.byRef[KindPayment+"\x00"+p.PaymentNo]; len(codes) > 0 {
+			return codes
+		}
+	}
+	switch {
+	case p.Type == callback.TypeRefund && p.RefundNo != "":
+		return b.byRef[KindRefund+"\x00"+p.RefundNo]
+	case p.Type == callback.TypeDispute && p.DisputeID != "":
+		return b.byRef[KindDispute+"\x00"+p.DisputeID]
+	}
+	return nil
 }
 
 // unique drops repeats, keeping the first.

@@ -10,20 +10,22 @@ import (
 	"callgate/internal/callback"
 )
 
-// History is an order's money as on-call reads it: the order, and the
-// payments, refunds and disputes recorded for it, each with the callbacks
-// that recorded it first and last changed it.
+// History is an order's money as on-call reads it: the order, what its
+// facts derive, and the facts in the order the fold takes them (by the
+// platform's time), each with its rank by arrival.
 type History struct {
-	Order    Order
-	Payments []Payment
-	Refunds  []Refund
-	Disputes []Dispute
+	Order Order
+	State State
+	// Facts in fold order; Arrival[i] is the place of Facts[i] by arrival
+	// (1 first).
+	Facts   []Fact
+	Arrival []int
 }
 
 // HistoryOf is the money history of the order callback cb is about (by
-// its order code, or by the payment it names), or nil when cb is not a
-// payment-kind callback, cannot be read, or names no order that exists.
-// Plain reads, one statement per table.
+// its order code, or by the payment, refund or dispute it names), or nil
+// when cb is not a payment-kind callback, cannot be read, or names no
+// order that exists. Plain reads.
 func HistoryOf(ctx context.Context, db *gorm.DB, cb *callback.Log) (*History, error) {
 	if cb.Kind != callback.KindPayment {
 		return nil, nil
@@ -33,37 +35,47 @@ func HistoryOf(ctx context.Context, db *gorm.DB, cb *callback.Log) (*History, er
 		return nil, nil
 	}
 	db = db.WithContext(ctx)
+	b := newBook()
 	code := ev.OrderCode
-	if code == "" {
-		if ev.PaymentNo == "" {
-			return nil, nil
+	var orders []Order
+	if code != "" {
+		if err := db.Raw(`SELECT `+orderColumns+` FROM orders WHERE order_code = ?`, code).Scan(&orders).Error; err != nil {
+			return nil, fmt.Errorf("error loading order %s: %w", code, err)
 		}
-		var codes []string
-		if err := db.Raw(`SELECT DISTINCT order_code FROM payments WHERE payment_no = ?`, ev.PaymentNo).Scan(&codes).Error; err != nil {
-			return nil, fmt.Errorf("error looking up payment %s: %w", ev.PaymentNo, err)
+	}
+	if len(orders) == 0 {
+		refs := map[string][]string{}
+		for kind, ref := range refsOf(&ev) {
+			refs[kind] = []string{ref}
 		}
+		if err := b.lookup(db, refs); err != nil {
+			return nil, err
+		}
+		codes := b.codesOf(&ev)
 		if len(codes) != 1 {
 			return nil, nil
 		}
 		code = codes[0]
-	}
-	h := &History{}
-	var orders []Order
-	if err := db.Raw(`SELECT order_code, user_id, amount, currency, payment_status, payment_no, paid_at, refunded_amount, dispute_status
-		FROM orders WHERE order_code = ?`, code).Scan(&orders).Error; err != nil {
-		return nil, fmt.Errorf("error loading order %s: %w", code, err)
-	}
-	if len(orders) == 0 {
-		return nil, nil
-	}
-	h.Order = orders[0]
-	for _, q := range []struct {
-		table string
-		dest  any
-	}{{"payments", &h.Payments}, {"refunds", &h.Refunds}, {"disputes", &h.Disputes}} {
-		if err := db.Raw(`SELECT * FROM `+q.table+` WHERE order_code = ? ORDER BY created_at, callback_log_id`, code).Scan(q.dest).Error; err != nil {
-			return nil, fmt.Errorf("error loading the %s of order %s: %w", q.table, code, err)
+		if err := db.Raw(`SELECT `+orderColumns+` FROM orders WHERE order_code = ?`, code).Scan(&orders).Error; err != nil {
+			return nil, fmt.Errorf("error loading order %s: %w", code, err)
 		}
+		if len(orders) == 0 {
+			return nil, nil
+		}
+	}
+	h := &History{Order: orders[0]}
+	if err := db.Raw(`SELECT * FROM payment_facts WHERE order_code = ? ORDER BY callback_log_id, fact_key`, code).Scan(&h.Facts).Error; err != nil {
+		return nil, fmt.Errorf("error loading the facts of order %s: %w", code, err)
+	}
+	arrival := map[string]int{}
+	for i, f := range h.Facts {
+		arrival[f.Key] = i + 1
+	}
+	h.State = Derive(&h.Order, h.Facts)
+	inFoldOrder(h.Facts)
+	h.Arrival = make([]int, len(h.Facts))
+	for i, f := range h.Facts {
+		h.Arrival[i] = arrival[f.Key]
 	}
 	return h, nil
 }

@@ -20,9 +20,11 @@ func TestHistoryOf(t *testing.T) {
 	_, err := st.SQL.Exec(`INSERT INTO orders (order_code, user_id, amount, currency, payment_status, payment_no, refunded_amount)
 		VALUES ('ORD-H', 7, 1000, 'EUR', 'PARTIALLY_REFUNDED', 'pi_h', 250)`)
 	require.NoError(t, err)
-	_, err = st.SQL.Exec(`INSERT INTO payments VALUES ('ORD-H', 'pi_h', 'stripe', 'SUCCEEDED', 1, 1000, 'EUR', 11, 11, NOW(6), NOW(6))`)
-	require.NoError(t, err)
-	_, err = st.SQL.Exec(`INSERT INTO refunds VALUES ('ORD-H', 're_h', 'pi_h', 'stripe', 'SUCCEEDED', 250, 250, 0, 'EUR', NULL, 12, 12, NOW(6), NOW(6))`)
+	// The refund happened first by the platform's clock, and arrived last.
+	_, err = st.SQL.Exec(`INSERT INTO payment_facts (order_code, fact_key, kind, ref, payment_no, status, amount, currency, occurred_at,
+		source, callback_log_id, received_at, created_at) VALUES
+		('ORD-H', 'payment/pi_h/SUCCEEDED', 'payment', 'pi_h', 'pi_h', 'SUCCEEDED', 1000, 'EUR', '2026-12-01 10:00:00', 'stripe', 11, NOW(6), NOW(6)),
+		('ORD-H', 'refund/re_h/SUCCEEDED', 'refund', 're_h', 'pi_h', 'SUCCEEDED', 250, 'EUR', '2026-12-01 09:00:00', 'stripe', 12, NOW(6), NOW(6))`)
 	require.NoError(t, err)
 	history := func(kind, event string) *payment.History {
 		h, err := payment.HistoryOf(t.Context(), st.DB, &callback.Log{Kind: kind, Normalized: []byte(event)})
@@ -34,11 +36,12 @@ func TestHistoryOf(t *testing.T) {
 		h := history(callback.KindPayment, ev)
 		require.NotNil(t, h, ev)
 		require.Equal(t, "PARTIALLY_REFUNDED", h.Order.PaymentStatus)
-		require.Len(t, h.Payments, 1)
-		require.True(t, h.Payments[0].Paying)
-		require.Len(t, h.Refunds, 1)
-		require.EqualValues(t, 12, h.Refunds[0].CallbackLogID)
-		require.Empty(t, h.Disputes)
+		require.Len(t, h.Facts, 2)
+		require.Equal(t, "refund", h.Facts[0].Kind, "by the platform's time")
+		require.EqualValues(t, 12, h.Facts[0].CallbackLogID)
+		require.Equal(t, []int{2, 1}, h.Arrival)
+		require.Equal(t, "pi_h", h.State.PaymentNo)
+		require.EqualValues(t, 250, h.State.Refunded)
 	}
 	require.Nil(t, history(callback.KindLogistics, `{"orderCode":"ORD-H"}`))
 	require.Nil(t, history(callback.KindPayment, `{"ignored":"nothing"}`))

@@ -43,64 +43,52 @@ func orderOf(t *testing.T, st *testenv.TestStore, code string) payment.Order {
 	return o
 }
 
-// TestRefundBeforeItsPaymentWaits: a refund that arrives before its
-// payment (the payment's notification was answered 503 and comes again
-// later) waits, and does not hold up its order's key: the payment that
-// comes after it runs, and the refund applies on its next attempt. Its
-// attempts before say why it waited.
-func TestRefundBeforeItsPaymentWaits(t *testing.T) {
+// TestARefundBeforeItsPaymentIsRecordedAtOnce: a refund that arrives
+// before its payment (the payment's notification was answered 503 and
+// comes again later) is recorded at once and changes nothing; the payment
+// then pays the order and the refund counts with it.
+func TestARefundBeforeItsPaymentIsRecordedAtOnce(t *testing.T) {
 	t.Parallel()
 	cfg := testenv.Config(t, retrying(8))
 	st := testenv.Store(t, cfg)
 	order := testenv.CreateOrders(t, cfg, "rbp", 1)[0] // amount 1000, CNY
 	testenv.StartWorker(t, cfg, worker.Options{})
-
-	refund := storePayment(t, cfg, st, "e-refund", order,
-		fmt.Sprintf(`{"type":"refund","orderCode":%q,"refundNo":"RF-1","amount":400,"status":"SUCCESS"}`, order))
-	require.Eventually(t, func() bool {
-		var n int
-		return st.SQL.QueryRow(`SELECT COUNT(*) FROM callback_attempt WHERE log_id = ?`, refund).Scan(&n) == nil && n >= 1
-	}, 10*time.Second, 10*time.Millisecond, "the refund's first attempt")
-	paid := storePayment(t, cfg, st, "e-paid", order,
+	ids := paydemoSteps(t, cfg, st, order,
+		fmt.Sprintf(`{"type":"refund","orderCode":%q,"refundNo":"RF-1","amount":400,"status":"SUCCESS"}`, order),
 		fmt.Sprintf(`{"orderCode":%q,"paymentNo":"PAY-1","amount":1000,"status":"SUCCESS"}`, order))
-	st.WaitStatus(t, paid, callback.StatusSuccess)
-	row := st.WaitStatus(t, refund, callback.StatusSuccess)
-	require.Greater(t, row.Attempts, 1, "the refund waited")
-
-	attempts, err := st.Attempts(t.Context(), refund)
-	require.NoError(t, err)
-	require.Equal(t, callback.OutcomeRetry, attempts[0].Outcome)
-	require.Equal(t, "refund before its payment: order "+order+" is UNPAID", *attempts[0].Error)
-	require.Equal(t, callback.OutcomeSuccess, attempts[len(attempts)-1].Outcome)
-
+	row := st.WaitStatus(t, ids[0], callback.StatusSuccess)
+	require.Equal(t, 1, row.Attempts, "no wait")
+	require.Empty(t, notifications(t, st, ids[0]))
 	o := orderOf(t, st, order)
 	require.Equal(t, payment.OrderPartiallyRefunded, o.PaymentStatus)
 	require.EqualValues(t, 400, o.RefundedAmount)
 	require.Equal(t, []string{
+		`warehouse.ship {"orderCode":"` + order + `"}`,
 		`order.refunded {"amount":400,"currency":"CNY","full":false,"orderCode":"` + order + `","refundNo":"RF-1","refundedTotal":400}`,
-		`points.deduct {"amount":400,"currency":"CNY","orderCode":"` + order + `","userId":100}`,
-	}, notifications(t, st, refund))
+		`points.add {"amount":600,"currency":"CNY","orderCode":"` + order + `","userId":100}`,
+	}, notifications(t, st, ids[1]))
 }
 
-// TestRefundWithoutItsPaymentFailsOnceItsBudgetIsSpent: a refund whose
-// payment never comes is FAILED with the reason, after the source's
-// retry budget; nothing changed.
-func TestRefundWithoutItsPaymentFailsOnceItsBudgetIsSpent(t *testing.T) {
+// TestOrderGraceOutlastsTheRetryBudget: worker.order_grace is a time: an
+// event whose order does not exist is retried until it, whatever its
+// source's retry budget (3 attempts here, spent in about a second), and
+// FAILED "order not found" only after it. It used to be FAILED when the
+// budget was spent (443 s with the shipped config, against 10 minutes).
+func TestOrderGraceOutlastsTheRetryBudget(t *testing.T) {
 	t.Parallel()
-	cfg := testenv.Config(t, retrying(3))
+	cfg := testenv.Config(t, retrying(3), func(c *config.Config) { c.Worker.OrderGrace = 3 * time.Second })
 	st := testenv.Store(t, cfg)
 	m := metrics.New("worker")
-	order := testenv.CreateOrders(t, cfg, "rnp", 1)[0]
 	testenv.StartWorker(t, cfg, worker.Options{Metrics: m})
-	id := storePayment(t, cfg, st, "e-refund", order,
-		fmt.Sprintf(`{"type":"refund","orderCode":%q,"refundNo":"RF-1","amount":400,"status":"SUCCESS"}`, order))
+	id := storePayment(t, cfg, st, "e-nobody", "ORD-NOBODY",
+		`{"type":"refund","paymentNo":"PAY-NOBODY","refundNo":"RF-1","amount":400,"currency":"CNY","status":"SUCCESS"}`)
 	row := st.WaitStatus(t, id, callback.StatusFailed)
-	require.Equal(t, 3, row.Attempts)
-	require.Equal(t, "refund before its payment: order "+order+" is UNPAID", *row.LastError)
-	require.Equal(t, payment.OrderUnpaid, orderOf(t, st, order).PaymentStatus)
+	require.Equal(t, "order not found: nothing recorded for payment PAY-NOBODY, refund RF-1", *row.LastError)
+	require.Greater(t, row.Attempts, 3, "retried past the budget")
+	require.GreaterOrEqual(t, row.ProcessedAt.Sub(row.ReceivedAt), 3*time.Second, "FAILED only after the grace")
 	require.Empty(t, notifications(t, st, id))
 	require.Eventually(t, func() bool {
-		return testutil.ToFloat64(m.FailedReasons.WithLabelValues("payment", "refund_before_payment")) == 1
+		return testutil.ToFloat64(m.FailedReasons.WithLabelValues("payment", "order_not_found")) == 1
 	}, 5*time.Second, 10*time.Millisecond)
 }
 
@@ -214,14 +202,15 @@ func TestAFailedRefundTakesBackWhatARunningTotalCounted(t *testing.T) {
 	order := testenv.CreateOrders(t, cfg, "frt", 1)[0] // 1000 CNY
 	testenv.StartWorker(t, cfg, worker.Options{})
 	ids := paydemoSteps(t, cfg, st, order,
-		fmt.Sprintf(`{"orderCode":%q,"paymentNo":"PAY-1","amount":1000,"status":"SUCCESS"}`, order),
-		fmt.Sprintf(`{"type":"refund","orderCode":%q,"paymentNo":"PAY-1","refundedTotal":400,"status":"SUCCESS"}`, order),
-		fmt.Sprintf(`{"type":"refund","orderCode":%q,"paymentNo":"PAY-1","refundNo":"re_1","amount":400,"status":"FAILED","reason":"expired_or_canceled_card"}`, order))
+		fmt.Sprintf(`{"orderCode":%q,"paymentNo":"PAY-1","amount":1000,"status":"SUCCESS","occurredAt":"2026-12-01T10:00:00Z"}`, order),
+		fmt.Sprintf(`{"type":"refund","orderCode":%q,"paymentNo":"PAY-1","refundedTotal":400,"status":"SUCCESS","occurredAt":"2026-12-01T11:00:01Z"}`, order),
+		fmt.Sprintf(`{"type":"refund","orderCode":%q,"paymentNo":"PAY-1","refundNo":"re_1","amount":400,"status":"FAILED","reason":"expired_or_canceled_card",`+
+			`"occurredAt":"2026-12-02T09:00:00Z","initiatedAt":"2026-12-01T11:00:00Z"}`, order))
 	o := orderOf(t, st, order)
 	require.Equal(t, payment.OrderPaid, o.PaymentStatus)
 	require.EqualValues(t, 0, o.RefundedAmount)
 	require.Equal(t, []string{
-		`order.refund_failed {"amount":400,"currency":"CNY","orderCode":"` + order + `","reason":"expired_or_canceled_card","refundNo":"re_1"}`,
+		`order.refund_failed {"amount":400,"currency":"CNY","orderCode":"` + order + `","reason":"expired_or_canceled_card","refundNo":"re_1","refundedTotal":0,"uncounted":400}`,
 		`points.add {"amount":400,"currency":"CNY","orderCode":"` + order + `","userId":100}`,
 	}, notifications(t, st, ids[2]))
 }
@@ -236,10 +225,10 @@ func TestAStaleRunningTotalAfterAFailureCountsNothing(t *testing.T) {
 	order := testenv.CreateOrders(t, cfg, "srt", 1)[0]
 	testenv.StartWorker(t, cfg, worker.Options{})
 	ids := paydemoSteps(t, cfg, st, order,
-		fmt.Sprintf(`{"orderCode":%q,"paymentNo":"PAY-1","amount":1000,"status":"SUCCESS"}`, order),
-		fmt.Sprintf(`{"type":"refund","orderCode":%q,"paymentNo":"PAY-1","refundNo":"re_1","amount":400,"status":"SUCCESS"}`, order),
-		fmt.Sprintf(`{"type":"refund","orderCode":%q,"paymentNo":"PAY-1","refundNo":"re_1","amount":400,"status":"FAILED"}`, order),
-		fmt.Sprintf(`{"type":"refund","orderCode":%q,"paymentNo":"PAY-1","refundedTotal":400,"status":"SUCCESS"}`, order))
+		fmt.Sprintf(`{"orderCode":%q,"paymentNo":"PAY-1","amount":1000,"status":"SUCCESS","occurredAt":"2026-12-01T10:00:00Z"}`, order),
+		fmt.Sprintf(`{"type":"refund","orderCode":%q,"paymentNo":"PAY-1","refundNo":"re_1","amount":400,"status":"SUCCESS","occurredAt":"2026-12-01T11:00:00Z"}`, order),
+		fmt.Sprintf(`{"type":"refund","orderCode":%q,"paymentNo":"PAY-1","refundNo":"re_1","amount":400,"status":"FAILED","occurredAt":"2026-12-01T13:00:00Z"}`, order),
+		fmt.Sprintf(`{"type":"refund","orderCode":%q,"paymentNo":"PAY-1","refundedTotal":400,"status":"SUCCESS","occurredAt":"2026-12-01T12:00:00Z"}`, order))
 	o := orderOf(t, st, order)
 	require.Equal(t, payment.OrderPaid, o.PaymentStatus)
 	require.EqualValues(t, 0, o.RefundedAmount)
@@ -247,7 +236,7 @@ func TestAStaleRunningTotalAfterAFailureCountsNothing(t *testing.T) {
 	row := st.WaitStatus(t, ids[3], callback.StatusSuccess)
 	attempts, err := st.Attempts(t.Context(), row.ID)
 	require.NoError(t, err)
-	require.Equal(t, "refund total:400: the running total 400 is already counted", *attempts[len(attempts)-1].Note)
+	require.Equal(t, "recorded: the order's money is unchanged", *attempts[len(attempts)-1].Note)
 }
 
 // TestALostDisputeTakesOnlyWhatRefundsLeft: a dispute lost after a full
@@ -277,25 +266,29 @@ func TestALostDisputeTakesOnlyWhatRefundsLeft(t *testing.T) {
 		fmt.Sprintf(`{"orderCode":%q,"paymentNo":"PAY-B","amount":1000,"status":"SUCCESS"}`, b),
 		fmt.Sprintf(`{"type":"dispute","orderCode":%q,"disputeId":"DP-B","amount":600,"status":"LOST"}`, b),
 		fmt.Sprintf(`{"type":"refund","orderCode":%q,"refundNo":"RF-B","amount":1000,"status":"SUCCESS"}`, b))
+	// A partial chargeback cancels nothing at the warehouse.
 	require.Equal(t, []string{
 		`order.dispute {"amount":600,"currency":"CNY","disputeId":"DP-B","orderCode":"` + b + `","status":"LOST"}`,
 		`points.deduct {"amount":600,"currency":"CNY","orderCode":"` + b + `","userId":100}`,
-		`warehouse.cancel {"orderCode":"` + b + `"}`,
 	}, notifications(t, st, ids[1]))
+	// Refunds count first: the refund counts in full, the dispute then
+	// takes nothing, and the 600 that left twice is reported.
 	require.Equal(t, []string{
-		`order.refunded {"amount":400,"currency":"CNY","full":false,"orderCode":"` + b + `","refundNo":"RF-B","refundedTotal":400}`,
+		`order.refunded {"amount":1000,"currency":"CNY","full":true,"orderCode":"` + b + `","refundNo":"RF-B","refundedTotal":1000}`,
 		`points.deduct {"amount":400,"currency":"CNY","orderCode":"` + b + `","userId":100}`,
+		`warehouse.cancel {"orderCode":"` + b + `"}`,
 		`payment.exception {"amount":600,"currency":"CNY","kind":"over_refund","orderCode":"` + b + `","paymentNo":"PAY-B"}`,
 	}, notifications(t, st, ids[2]))
 	o := orderOf(t, st, b)
-	require.Equal(t, payment.OrderPartiallyRefunded, o.PaymentStatus)
-	require.EqualValues(t, 400, o.RefundedAmount)
+	require.Equal(t, payment.OrderRefunded, o.PaymentStatus)
+	require.EqualValues(t, 1000, o.RefundedAmount)
+	require.EqualValues(t, 0, o.ChargebackAmount)
 }
 
 // TestARefundOfAMismatchedPaymentIsRecordedAtOnce: a payment of the wrong
 // amount does not pay the order; its refund (finance's usual fix) is
-// recorded against it at once and changes nothing of the unpaid order. It
-// used to wait as "refund before its payment" and end FAILED.
+// recorded against it at once, changes nothing of the unpaid order, and
+// tells whoever handles the amount_mismatch that the money moved.
 func TestARefundOfAMismatchedPaymentIsRecordedAtOnce(t *testing.T) {
 	t.Parallel()
 	cfg := testenv.Config(t, retrying(3))
@@ -307,9 +300,11 @@ func TestARefundOfAMismatchedPaymentIsRecordedAtOnce(t *testing.T) {
 		fmt.Sprintf(`{"type":"refund","orderCode":%q,"paymentNo":"PAY-X","refundNo":"RF-X","amount":900,"status":"SUCCESS"}`, order))
 	row := st.WaitStatus(t, ids[1], callback.StatusSuccess)
 	require.Equal(t, 1, row.Attempts, "recorded at once, no wait")
-	require.Empty(t, notifications(t, st, ids[1]))
+	require.Equal(t, []string{
+		`payment.exception {"amount":900,"currency":"CNY","kind":"other_payment_refunded","orderCode":"` + order + `","paymentNo":"PAY-X","refundNo":"RF-X"}`,
+	}, notifications(t, st, ids[1]))
 	require.Equal(t, payment.OrderUnpaid, orderOf(t, st, order).PaymentStatus)
 	var pn string
-	require.NoError(t, st.SQL.QueryRow(`SELECT payment_no FROM refunds WHERE order_code = ? AND refund_no = 'RF-X'`, order).Scan(&pn))
+	require.NoError(t, st.SQL.QueryRow(`SELECT payment_no FROM payment_facts WHERE order_code = ? AND kind = 'refund' AND ref = 'RF-X'`, order).Scan(&pn))
 	require.Equal(t, "PAY-X", pn)
 }

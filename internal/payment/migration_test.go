@@ -3,13 +3,18 @@ package payment_test
 import (
 	"database/sql"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/golang-migrate/migrate/v4"
 	migratemysql "github.com/golang-migrate/migrate/v4/database/mysql"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/stretchr/testify/require"
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 
+	"callgate/internal/payment"
 	"callgate/internal/testenv"
 	"callgate/migrations"
 )
@@ -185,4 +190,71 @@ func TestMigration017KeepsWhatWasThere(t *testing.T) {
 	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM reconcile_orders WHERE order_code = 'OLD-1'`).Scan(&n))
 	require.Equal(t, 1, n, "the orders' reconciliation stays")
 	migrateTo(t, dsn, 17)
+}
+
+// TestMigration019TurnsRowsIntoFacts: migration 019 turns the payments,
+// refunds and disputes rows into facts, and what those facts derive is
+// the order as it was; a refunded order counts as cancelled at the
+// warehouse already (no second warehouse.cancel). Its down migration
+// gives the rows back, and up again works.
+func TestMigration019TurnsRowsIntoFacts(t *testing.T) {
+	dsn := testenv.DB(t)
+	migrateTo(t, dsn, 18)
+	db, err := sql.Open("mysql", dsn)
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(`INSERT INTO orders (order_code, user_id, amount, currency, payment_status, payment_no, paid_at, refunded_amount, dispute_status) VALUES
+		('M-PART', 7, 1000, 'EUR', 'PARTIALLY_REFUNDED', 'pi_1', '2026-11-30 10:00:00', 300, 'LOST'),
+		('M-FULL', 7, 500, 'EUR', 'REFUNDED', 'pi_2', '2026-11-30 10:00:00', 500, NULL),
+		('M-CLOSED', 7, 500, 'EUR', 'CLOSED', NULL, NULL, 0, NULL)`)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO payments VALUES ('M-PART', 'pi_1', 'stripe', 'SUCCEEDED', 1, 1000, 'EUR', 1, 1, NOW(6), NOW(6)),
+		('M-PART', 'pi_x', 'stripe', 'FAILED', 0, 1000, 'EUR', 2, 2, NOW(6), NOW(6)),
+		('M-FULL', 'pi_2', 'stripe', 'SUCCEEDED', 1, 500, 'EUR', 3, 3, NOW(6), NOW(6))`)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO refunds VALUES ('M-PART', 're_1', 'pi_1', 'stripe', 'SUCCEEDED', 300, 300, 0, 'EUR', NULL, 4, 4, NOW(6), NOW(6)),
+		('M-PART', 're_2', 'pi_1', 'stripe', 'FAILED', 50, 0, 0, 'EUR', 'declined', 5, 5, NOW(6), NOW(6)),
+		('M-FULL', 're_3', 'pi_2', 'stripe', 'SUCCEEDED', 500, 500, 0, 'EUR', NULL, 6, 6, NOW(6), NOW(6))`)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO disputes VALUES ('M-PART', 'dp_1', 'pi_1', 'stripe', 'LOST', 200, 200, 'EUR', 7, 7, NOW(6), NOW(6))`)
+	require.NoError(t, err)
+
+	migrateTo(t, dsn, 19)
+	gc, err := mysql.ParseDSN(dsn)
+	require.NoError(t, err)
+	gc.ParseTime, gc.Loc = true, time.UTC
+	gdb, err := gorm.Open(gormmysql.Open(gc.FormatDSN()), &gorm.Config{Logger: logger.Discard})
+	require.NoError(t, err)
+	for code, want := range map[string]struct {
+		status           string
+		refunded, taken  int64
+		cancelled, facts int
+	}{"M-PART": {payment.OrderPartiallyRefunded, 300, 200, 0, 5}, "M-FULL": {payment.OrderRefunded, 500, 0, 1, 2}, "M-CLOSED": {payment.OrderClosed, 0, 0, 0, 1}} {
+		var o payment.Order
+		require.NoError(t, gdb.Take(&o, "order_code = ?", code).Error)
+		var facts []payment.Fact
+		require.NoError(t, gdb.Where("order_code = ?", code).Find(&facts).Error)
+		require.Len(t, facts, want.facts, code)
+		require.EqualValues(t, want.taken, o.ChargebackAmount, code)
+		require.Equal(t, want.cancelled == 1, o.WarehouseCancelled, code)
+		s := payment.Derive(&o, facts)
+		require.Equal(t, want.status, s.Status, code)
+		require.Equal(t, o.PaymentStatus, s.Status, code)
+		require.Equal(t, want.refunded, s.Refunded, code)
+		require.Equal(t, o.ChargebackAmount, s.Chargeback, code)
+	}
+	var n int
+	require.Error(t, db.QueryRow(`SELECT COUNT(*) FROM payments`).Scan(&n), "payments is gone")
+
+	migrateTo(t, dsn, 18)
+	var status string
+	var paying bool
+	require.NoError(t, db.QueryRow(`SELECT status, paying FROM payments WHERE order_code = 'M-PART' AND payment_no = 'pi_1'`).Scan(&status, &paying))
+	require.Equal(t, "SUCCEEDED", status)
+	require.True(t, paying)
+	require.NoError(t, db.QueryRow(`SELECT status FROM refunds WHERE order_code = 'M-PART' AND refund_no = 're_2'`).Scan(&status))
+	require.Equal(t, "FAILED", status)
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM disputes WHERE dispute_id = 'dp_1' AND status = 'LOST' AND counted = 200`).Scan(&n))
+	require.Equal(t, 1, n)
+	migrateTo(t, dsn, 19)
 }

@@ -32,10 +32,18 @@ func (p *Processor) failure(cb *callback.Log, started time.Time, cause error) st
 	msg := callback.Truncate(cause.Error(), 4000)
 	f := store.Failure{Attempt: callback.Attempt{LogID: cb.ID, Attempt: attempt, StartedAt: started, FinishedAt: finished,
 		Outcome: callback.OutcomeRetry, Error: &msg, WorkerID: p.WorkerID}, Reason: callback.ReasonOf(cause)}
-	// The budget counts from the last replay (attempts_base).
-	if callback.IsPermanent(cause) || attempt-cb.AttemptsBase >= retry.MaxAttempts {
+	// The budget counts from the last replay (attempts_base); a callback
+	// waiting until a time (its order's grace) waits until it whatever
+	// the budget, its next attempt no later than that time.
+	until, waits := callback.WaitsUntil(cause)
+	if callback.IsPermanent(cause) || attempt-cb.AttemptsBase >= retry.MaxAttempts && (!waits || !finished.Before(until)) {
 		f.Final = true
 		f.Attempt.Outcome = callback.OutcomeFailed
+	} else if waits {
+		f.NextAttemptAt = finished.Add(Backoff(retry, attempt))
+		if f.NextAttemptAt.After(until) {
+			f.NextAttemptAt = until
+		}
 	} else if d, ok := callback.RetryDelay(cause); ok {
 		// At most the source's longest backoff: the stuck job takes a
 		// next attempt further away than that for a clock gone wrong.

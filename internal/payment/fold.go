@@ -1,0 +1,469 @@
+package payment
+
+import (
+	"sort"
+	"strconv"
+	"time"
+
+	"callgate/internal/callback"
+)
+
+// The fold: an order's money derived from all of its facts, taken by the
+// platform's time (docs/guarantees.md, "The fold"). It is the one place
+// that says what an order's money is; the notifications are the
+// difference between two folds (difference.go).
+
+// Payment statuses of orders.payment_status.
+const (
+	OrderUnpaid = "UNPAID"
+	// OrderPaymentFailed: a payment failure and no payment that paid.
+	OrderPaymentFailed     = "FAILED"
+	OrderPaid              = "PAID"
+	OrderPartiallyRefunded = "PARTIALLY_REFUNDED"
+	OrderRefunded          = "REFUNDED"
+	// OrderClosed: closed by the platform without a payment.
+	OrderClosed = "CLOSED"
+)
+
+// State is an order's money as its facts say.
+type State struct {
+	Status    string
+	PaymentNo string // the paying payment ("" none)
+	PaidAt    *time.Time
+	// Refunded is refunded_amount: what refunds gave back of the paying
+	// payment, at most the order's amount.
+	Refunded int64
+	// Chargeback is what lost disputes took of what refunds left.
+	Chargeback int64
+	// Left is the order's amount less Refunded and Chargeback (0 unpaid).
+	Left int64
+	// Excess is what left beyond the order's amount.
+	Excess        int64
+	DisputeStatus string
+	Shipped       bool
+	// Cancelled: at some point of the fold the order was paid and nothing
+	// was left.
+	Cancelled bool
+	Closed    bool
+	// Refunds and Disputes are the order's own (of its paying payment or
+	// naming none), by number.
+	Refunds  map[string]Item
+	Disputes map[string]Item
+	// LastRefund is the refund of the paying payment whose success or
+	// running total was taken last ("total:<n>" for a total naming none).
+	LastRefund string
+	// Exceptions are what needs a person, each once by its key.
+	Exceptions map[string]Exception
+}
+
+// Points is what the order's points are: its amount once shipped, less
+// what was refunded and charged back.
+func (s *State) Points(amount int64) int64 {
+	if !s.Shipped {
+		return 0
+	}
+	return amount - s.Refunded - s.Chargeback
+}
+
+// Item is a refund's or dispute's state.
+type Item struct {
+	Status   string
+	Amount   int64
+	Currency string
+	Reason   string
+}
+
+// Exception is one payment.exception.
+type Exception struct {
+	Kind      string
+	PaymentNo string
+	RefundNo  string
+	DisputeID string
+	Amount    int64
+	Currency  string
+	// Detail is the note for the attempt.
+	Detail string
+	// status is, for the other_payment kinds, the refund's or dispute's
+	// status: one exception per status.
+	status string
+}
+
+// order of kinds in docs/guarantees.md's table.
+var exceptionRank = map[string]int{ExceptionPaidByAnother: 0, ExceptionAmountMismatch: 1, ExceptionCurrencyMismatch: 2,
+	ExceptionPaidAfterClose: 3, ExceptionReversalOfPayingPayment: 4, ExceptionOverRefund: 5, ExceptionOtherPaymentRefunded: 6,
+	ExceptionOtherPaymentDisputed: 7, ExceptionRefundUndoneAfterCancel: 8, ExceptionCancelledWithMoneyLeft: 9}
+
+// payState is a payment's facts so far.
+type payState struct {
+	status  string // latest
+	success *Fact  // the first success taken
+	paidAt  time.Time
+}
+
+// refState is a refund's facts so far.
+type refState struct {
+	item      Item
+	paymentNo string
+	succeeded bool // a SUCCEEDED fact gave its amount
+	succPos   int  // fold position of its latest SUCCEEDED fact
+	began     time.Time
+	last      int // fold position of its latest fact
+}
+
+// disState is a dispute's facts so far.
+type disState struct {
+	item      Item
+	paymentNo string
+	lostAt    int // fold position it became LOST
+	last      int
+}
+
+// folder is the fold in progress.
+type folder struct {
+	o        *Order
+	payments map[string]*payState
+	refunds  map[string]*refState
+	disputes map[string]*disState
+	totals   map[string]*Fact // latest running total taken, by payment
+	totalPos map[string]int
+	closedAt int // fold position of the close, -1 none
+	failed   bool
+	paying   string
+	payPos   int
+	lastDis  string
+	s        State
+}
+
+// Derive folds the facts of order o (in any order: it sorts a copy) into
+// its money.
+func Derive(o *Order, facts []Fact) State {
+	sorted := append([]Fact(nil), facts...)
+	inFoldOrder(sorted)
+	f := &folder{o: o, payments: map[string]*payState{}, refunds: map[string]*refState{}, disputes: map[string]*disState{},
+		totals: map[string]*Fact{}, totalPos: map[string]int{}, closedAt: -1}
+	f.s.Exceptions = map[string]Exception{}
+	f.s.Status = OrderUnpaid
+	for i := range sorted {
+		f.take(i, &sorted[i])
+	}
+	f.finish()
+	return f.s
+}
+
+// began is when a refund began: its earliest initiatedAt, else its
+// earliest fact's time.
+func (r *refState) begin(x *Fact) {
+	t := x.At()
+	if x.InitiatedAt != nil {
+		t = *x.InitiatedAt
+	}
+	if r.began.IsZero() || t.Before(r.began) {
+		r.began = t
+	}
+}
+
+func (f *folder) take(i int, x *Fact) {
+	switch x.Kind {
+	case KindPayment:
+		p := f.payments[x.Ref]
+		if p == nil {
+			p = &payState{}
+			f.payments[x.Ref] = p
+		}
+		p.status = x.Status
+		if x.Status == PaymentFailed {
+			f.failed = true
+			break
+		}
+		if p.success == nil {
+			p.success, p.paidAt = x, x.At()
+		}
+		if f.paying == "" && x.Currency == f.o.Currency && x.Amount == f.o.Amount {
+			f.paying, f.payPos = x.Ref, i
+			if f.closedAt >= 0 {
+				f.except(Exception{Kind: ExceptionPaidAfterClose, PaymentNo: x.Ref, Amount: x.Amount, Currency: x.Currency,
+					Detail: "the order was closed before payment " + x.Ref})
+			}
+		}
+	case KindRefund:
+		r := f.refunds[x.Ref]
+		if r == nil {
+			r = &refState{paymentNo: x.PaymentNo}
+			f.refunds[x.Ref] = r
+		}
+		if r.paymentNo == "" {
+			r.paymentNo = x.PaymentNo
+		}
+		r.begin(x)
+		r.item.Status, r.last = x.Status, i
+		if x.Status == RefundSucceeded {
+			r.succeeded, r.succPos = true, i
+			r.item.Amount, r.item.Currency = x.Amount, x.Currency
+		} else if !r.succeeded {
+			r.item.Amount, r.item.Currency = x.Amount, x.Currency
+		}
+		r.item.Reason = x.reason()
+		if x.Status == RefundReversed && r.item.Reason == "" {
+			r.item.Reason = "refund reversed"
+		}
+	case KindTotal:
+		f.totals[x.PaymentNo], f.totalPos[x.PaymentNo] = x, i
+		if x.Ref != "" {
+			r := f.refunds[x.Ref]
+			if r == nil {
+				r = &refState{paymentNo: x.PaymentNo}
+				f.refunds[x.Ref] = r
+			}
+			r.begin(x)
+		}
+	case KindDispute:
+		d := f.disputes[x.Ref]
+		if d == nil {
+			d = &disState{paymentNo: x.PaymentNo}
+			f.disputes[x.Ref] = d
+		}
+		if d.paymentNo == "" {
+			d.paymentNo = x.PaymentNo
+		}
+		if x.Status == callback.DisputeLost && d.item.Status != callback.DisputeLost {
+			d.lostAt = i
+		}
+		d.item = Item{Status: x.Status, Amount: x.Amount, Currency: x.Currency}
+		d.last = i
+		f.lastDis = x.Ref
+	case KindClose:
+		if f.closedAt < 0 {
+			f.closedAt = i
+		}
+		f.s.Closed = true
+	}
+	before := f.s.Refunded
+	wasCancelled := f.s.Cancelled
+	f.derive(i)
+	if x.Kind == KindRefund && x.Status != RefundSucceeded && wasCancelled && f.s.Refunded < before {
+		f.except(Exception{Kind: ExceptionRefundUndoneAfterCancel, PaymentNo: f.paying, RefundNo: x.Ref, Amount: f.refunds[x.Ref].item.Amount,
+			Currency: f.o.Currency, Detail: "refund " + x.Ref + " undone after the order was cancelled at the warehouse"})
+	}
+}
+
+// ofPaying reports whether a refund or dispute naming payment no is the
+// order's: of its paying payment, or naming none.
+func (f *folder) ofPaying(no string) bool { return no == "" || no == f.paying }
+
+func totalRef(x *Fact) string {
+	if x.Ref != "" {
+		return x.Ref
+	}
+	return "total:" + itoa(x.Amount)
+}
+
+// derive sets the money after fact i.
+func (f *folder) derive(i int) {
+	s, o := &f.s, f.o
+	if f.paying == "" {
+		s.Refunded, s.Chargeback, s.Left, s.Excess = 0, 0, 0, 0
+		switch {
+		case s.Closed:
+			s.Status = OrderClosed
+		case f.failed:
+			s.Status = OrderPaymentFailed
+		default:
+			s.Status = OrderUnpaid
+		}
+		return
+	}
+	raw := f.rawRefunded()
+	s.Refunded = min(raw, o.Amount)
+	// Lost disputes, in the order they were lost, take what refunds and
+	// the disputes before them left.
+	type lost struct {
+		id     string
+		amount int64
+		at     int
+	}
+	var lostOnes []lost
+	var lostSum int64
+	for id, d := range f.disputes {
+		if d.item.Status == callback.DisputeLost && f.ofPaying(d.paymentNo) && d.item.Currency == o.Currency {
+			lostOnes = append(lostOnes, lost{id, d.item.Amount, d.lostAt})
+			lostSum += d.item.Amount
+		}
+	}
+	sort.Slice(lostOnes, func(a, b int) bool {
+		if lostOnes[a].at != lostOnes[b].at {
+			return lostOnes[a].at < lostOnes[b].at
+		}
+		return lostOnes[a].id < lostOnes[b].id
+	})
+	left := o.Amount - s.Refunded
+	s.Chargeback = 0
+	for _, l := range lostOnes {
+		took := min(l.amount, left)
+		s.Chargeback += took
+		left -= took
+	}
+	s.Left = left
+	s.Excess = max(0, raw+lostSum-o.Amount)
+	switch {
+	case s.Refunded == 0:
+		s.Status = OrderPaid
+	case s.Left == 0:
+		s.Status = OrderRefunded
+	default:
+		s.Status = OrderPartiallyRefunded
+	}
+	s.Shipped = true
+	if s.Left == 0 {
+		s.Cancelled = true
+	}
+}
+
+// rawRefunded is what was refunded of the paying payment, not capped.
+func (f *folder) rawRefunded() int64 {
+	c := f.o.Currency
+	counts := func(r *refState) bool { return f.ofPaying(r.paymentNo) && r.item.Currency == c }
+	var sum int64
+	L := f.totals[f.paying]
+	if L == nil {
+		L = f.totals[""]
+	}
+	if L == nil || L.Currency != c {
+		for _, r := range f.refunds {
+			if r.item.Status == RefundSucceeded && counts(r) {
+				sum += r.item.Amount
+			}
+		}
+		return sum
+	}
+	pos, at := f.totalPos[L.PaymentNo], L.At()
+	sum = L.Amount
+	for _, r := range f.refunds {
+		if !counts(r) {
+			continue
+		}
+		switch {
+		case r.item.Status != RefundSucceeded && r.last > pos && !r.began.After(at):
+			sum -= r.item.Amount
+		case r.item.Status == RefundSucceeded && r.began.After(at):
+			sum += r.item.Amount
+		}
+	}
+	// The subtraction cannot go below 0; what began later adds to that.
+	if sum < 0 {
+		sum = 0
+		for _, r := range f.refunds {
+			if counts(r) && r.item.Status == RefundSucceeded && r.began.After(at) {
+				sum += r.item.Amount
+			}
+		}
+	}
+	return sum
+}
+
+// finish sets what the state after the last fact has: the paying
+// payment, the order's refunds and disputes, the exceptions about
+// payments, refunds and disputes that are not the order's.
+func (f *folder) finish() {
+	s, o := &f.s, f.o
+	s.PaymentNo = f.paying
+	if f.paying != "" {
+		t := f.payments[f.paying].paidAt
+		s.PaidAt = &t
+	}
+	s.Refunds, s.Disputes = map[string]Item{}, map[string]Item{}
+	lastRefund := -1
+	for id, r := range f.refunds {
+		if r.succeeded && f.ofPaying(r.paymentNo) && (r.succPos > lastRefund || r.succPos == lastRefund && id < s.LastRefund) {
+			lastRefund, s.LastRefund = r.succPos, id
+		}
+	}
+	for pay, t := range f.totals {
+		if f.ofPaying(pay) && f.totalPos[pay] > lastRefund {
+			lastRefund, s.LastRefund = f.totalPos[pay], totalRef(t)
+		}
+	}
+	last := -1
+	for id, d := range f.disputes {
+		if !f.ofPaying(d.paymentNo) {
+			continue
+		}
+		s.Disputes[id] = d.item
+		if d.last > last {
+			last, s.DisputeStatus = d.last, d.item.Status
+		}
+		if d.item.Currency != o.Currency {
+			f.except(Exception{Kind: ExceptionCurrencyMismatch, PaymentNo: f.paying, DisputeID: id, Amount: d.item.Amount, Currency: d.item.Currency,
+				Detail: "dispute " + id + " in " + d.item.Currency + ", order in " + o.Currency})
+		}
+	}
+	for id, r := range f.refunds {
+		if !f.ofPaying(r.paymentNo) || r.item.Status == "" {
+			continue
+		}
+		s.Refunds[id] = r.item
+		if r.item.Currency != o.Currency {
+			f.except(Exception{Kind: ExceptionCurrencyMismatch, PaymentNo: f.paying, RefundNo: id, Amount: r.item.Amount, Currency: r.item.Currency,
+				Detail: "refund " + id + " in " + r.item.Currency + ", order in " + o.Currency})
+		}
+	}
+	for pay, t := range f.totals {
+		if f.ofPaying(pay) && t.Currency != o.Currency {
+			f.except(Exception{Kind: ExceptionCurrencyMismatch, PaymentNo: f.paying, RefundNo: totalRef(t), Amount: t.Amount, Currency: t.Currency,
+				Detail: "refunded total in " + t.Currency + ", order in " + o.Currency})
+		}
+	}
+	for no, p := range f.payments {
+		if p.success == nil {
+			continue
+		}
+		x := p.success
+		switch {
+		case no == f.paying:
+			if p.status == PaymentFailed {
+				f.except(Exception{Kind: ExceptionReversalOfPayingPayment, PaymentNo: no, Amount: o.Amount, Currency: o.Currency,
+					Detail: "payment " + no + " failed after it paid the order"})
+			}
+		case x.Currency != o.Currency:
+			f.except(Exception{Kind: ExceptionCurrencyMismatch, PaymentNo: no, Amount: x.Amount, Currency: x.Currency,
+				Detail: "payment in " + x.Currency + ", order in " + o.Currency})
+		case x.Amount != o.Amount:
+			f.except(Exception{Kind: ExceptionAmountMismatch, PaymentNo: no, Amount: x.Amount, Currency: x.Currency,
+				Detail: "payment " + itoa(x.Amount) + ", order " + itoa(o.Amount)})
+		default:
+			f.except(Exception{Kind: ExceptionPaidByAnother, PaymentNo: no, Amount: x.Amount, Currency: x.Currency,
+				Detail: "order paid by payment " + f.paying})
+		}
+	}
+	// The money of a payment that did not pay the order moved.
+	other := func(no string) bool {
+		return no != "" && no != f.paying && (f.paying != "" || f.payments[no] != nil && f.payments[no].success != nil)
+	}
+	for id, r := range f.refunds {
+		if other(r.paymentNo) && r.item.Status != "" {
+			f.except(Exception{Kind: ExceptionOtherPaymentRefunded, PaymentNo: r.paymentNo, RefundNo: id, status: r.item.Status,
+				Amount: r.item.Amount, Currency: r.item.Currency, Detail: "refund " + id + " " + r.item.Status + " of payment " + r.paymentNo + ", which did not pay the order"})
+		}
+	}
+	for pay, t := range f.totals {
+		if other(pay) {
+			f.except(Exception{Kind: ExceptionOtherPaymentRefunded, PaymentNo: pay, RefundNo: totalRef(t), status: RefundSucceeded, Amount: t.Amount,
+				Currency: t.Currency, Detail: "refunded total " + itoa(t.Amount) + " of payment " + pay + ", which did not pay the order"})
+		}
+	}
+	for id, d := range f.disputes {
+		if other(d.paymentNo) {
+			f.except(Exception{Kind: ExceptionOtherPaymentDisputed, PaymentNo: d.paymentNo, DisputeID: id, status: d.item.Status,
+				Amount: d.item.Amount, Currency: d.item.Currency, Detail: "dispute " + id + " " + d.item.Status + " of payment " + d.paymentNo + ", which did not pay the order"})
+		}
+	}
+}
+
+// except records e once by what it is about.
+func (f *folder) except(e Exception) {
+	key := e.Kind + "\x00" + e.PaymentNo + "\x00" + e.RefundNo + "\x00" + e.DisputeID + "\x00" + e.status
+	if _, ok := f.s.Exceptions[key]; !ok {
+		f.s.Exceptions[key] = e
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
