@@ -91,7 +91,9 @@ func (h Handler) record(b *book, p *Payload, cb *callback.Log) (result, error) {
 // noteOf says what changed for the attempt: the exceptions' details, or
 // that the money did not change.
 func noteOf(st *Step) string {
-	if len(st.Messages) == 0 {
+	b, a := &st.Before, &st.After
+	if len(st.Messages) == 0 && a.Status == b.Status && a.PaymentNo == b.PaymentNo && a.Refunded == b.Refunded &&
+		a.Chargeback == b.Chargeback && a.DisputeStatus == b.DisputeStatus {
 		return "recorded: the order's money is unchanged"
 	}
 	var notes []string

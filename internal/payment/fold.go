@@ -428,10 +428,10 @@ func (f *folder) finish() {
 				Detail: "payment in " + x.Currency + ", order in " + o.Currency})
 		case x.Amount != o.Amount:
 			f.except(Exception{Kind: ExceptionAmountMismatch, PaymentNo: no, Amount: x.Amount, Currency: x.Currency,
-				Detail: "payment " + itoa(x.Amount) + ", order " + itoa(o.Amount)})
+				Detail: "payment " + itoa(x.Amount) + ", order " + itoa(o.Amount) + " (" + o.Currency + " minor units)"})
 		default:
 			f.except(Exception{Kind: ExceptionPaidByAnother, PaymentNo: no, Amount: x.Amount, Currency: x.Currency,
-				Detail: "order paid by payment " + f.paying})
+				Detail: "order already paid by payment " + f.paying})
 		}
 	}
 	// The money of a payment that did not pay the order moved.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"callgate/internal/callback"
 	"callgate/internal/signature"
@@ -118,6 +117,9 @@ type adyenItem struct {
 	EventDate      string `json:"eventDate"`
 	AdditionalData struct {
 		HMACSignature string `json:"hmacSignature"`
+		// DisputeStatus is a dispute stage's status in Adyen's dispute
+		// flow (Undefended, Pending, Responded, Lost, Accepted, Expired, Won).
+		DisputeStatus string `json:"disputeStatus"`
 	} `json:"additionalData"`
 
 	amount int64  // amount.value, parsed
@@ -292,6 +294,10 @@ const (
 	adyenPrearbitrationWon = "PREARBITRATION_WON"
 	adyenPrearbitrationLst = "PREARBITRATION_LOST"
 	adyenOrderClosed       = "ORDER_CLOSED"
+	// The dispute flow's other stages (docs.adyen.com/risk-management/disputes-api/dispute-notifications).
+	adyenInformationSupplied = "INFORMATION_SUPPLIED"
+	adyenDefensePeriodEnded  = "DISPUTE_DEFENSE_PERIOD_ENDED"
+	adyenIssuerTimeExpired   = "ISSUER_RESPONSE_TIMEFRAME_EXPIRED"
 )
 
 // callback maps a verified item to its callback. Its event id is
@@ -330,8 +336,7 @@ func (it *adyenItem) callback() (Callback, error) {
 // in originalReference.
 func (it *adyenItem) modification() bool {
 	switch it.EventCode {
-	case adyenRefund, adyenCancelOrRefund, adyenCancellation, adyenRefundFailed, adyenRefundedReversed, adyenChargebackNotice,
-		adyenChargeback, adyenChargebackReverse, adyenSecondChargeback, adyenPrearbitrationWon, adyenPrearbitrationLst:
+	case adyenRefund, adyenCancelOrRefund, adyenCancellation, adyenRefundFailed, adyenRefundedReversed:
 		return true
 	}
 	return false
@@ -360,17 +365,15 @@ func (it *adyenItem) event() (callback.PaymentEvent, error) {
 			return ev, badRequest("merchantReference is missing")
 		}
 		ev.OrderCode, ev.PaymentNo, ev.Status = it.MerchantReference, it.PSPReference, callback.PaymentFailed
+		ev.OccurredAt = parseRFC3339(it.EventDate)
 		if ok {
-			ev.Status = callback.PaymentSuccess
-			if t, err := time.Parse(time.RFC3339, it.EventDate); err == nil {
-				t = t.UTC()
-				ev.PaidAt = &t
-			}
+			ev.Status, ev.PaidAt, ev.OccurredAt = callback.PaymentSuccess, ev.OccurredAt, nil
 		}
 	case adyenRefund, adyenCancelOrRefund, adyenCancellation:
 		// A cancellation of the authorisation gives the shopper's money
 		// back as a refund does: the order was paid, and is no more.
 		ev.Type, ev.RefundNo, ev.PaymentNo, ev.Status = callback.TypeRefund, it.PSPReference, it.payment(), callback.RefundSuccess
+		ev.InitiatedAt = parseRFC3339(it.EventDate)
 		if !ok {
 			ev.Status, ev.Reason = callback.RefundFailed, "adyen "+it.EventCode+" was refused"
 		}
@@ -385,21 +388,21 @@ func (it *adyenItem) event() (callback.PaymentEvent, error) {
 			return ignored("changes nothing")
 		}
 		ev.Type, ev.RefundNo, ev.PaymentNo, ev.Status = callback.TypeRefund, it.PSPReference, it.payment(), callback.RefundReversed
-	case adyenChargebackNotice, adyenChargeback, adyenSecondChargeback, adyenPrearbitrationLst, adyenChargebackReverse, adyenPrearbitrationWon:
+	case adyenChargebackNotice, adyenChargeback, adyenSecondChargeback, adyenPrearbitrationLst, adyenChargebackReverse, adyenPrearbitrationWon,
+		adyenInformationSupplied, adyenDefensePeriodEnded, adyenIssuerTimeExpired:
 		if !ok {
 			return ignored("changes nothing")
 		}
-		// One dispute per payment: every stage of its chargeback moves it.
-		ev.Type, ev.PaymentNo = callback.TypeDispute, it.payment()
-		ev.DisputeID = ev.PaymentNo
-		switch it.EventCode {
-		case adyenChargebackNotice:
-			ev.Status = callback.DisputeOpen
-		case adyenChargeback, adyenSecondChargeback, adyenPrearbitrationLst:
-			ev.Status = callback.DisputeLost
-		default:
-			ev.Status = callback.DisputeWon
+		// Every stage carries the dispute's own pspReference; the payment
+		// is its originalReference (Adyen's own CHARGEBACK_REVERSED example
+		// has none: the dispute is then found by its reference, recorded
+		// from its earlier stages, or by merchantReference).
+		ev.Type, ev.DisputeID, ev.PaymentNo = callback.TypeDispute, it.PSPReference, strings.TrimSpace(it.OriginalReference)
+		ev.OrderCode = strings.TrimSpace(it.MerchantReference)
+		if len(ev.OrderCode) > callback.MaxBusinessKeyLen {
+			ev.OrderCode = ""
 		}
+		ev.Status = adyenDisputeStatus(it.EventCode, it.AdditionalData.DisputeStatus)
 	case adyenOrderClosed:
 		if ok {
 			return ignored("is an order whose payments all succeeded: its AUTHORISATION pays it")
@@ -423,7 +426,42 @@ func (it *adyenItem) event() (callback.PaymentEvent, error) {
 		return ev, badRequest("amount: %v", err)
 	}
 	ev.Amount, ev.Currency = amount, currency
+	if ev.PaidAt == nil {
+		ev.OccurredAt = parseRFC3339(it.EventDate)
+	}
+	if ev.Type == callback.TypeRefund && ev.OrderCode == "" && len(it.MerchantReference) <= callback.MaxBusinessKeyLen {
+		// A modification's merchantReference is the one given with its
+		// request, often the order's: tried first, then its payment.
+		ev.OrderCode = strings.TrimSpace(it.MerchantReference)
+	}
 	return ev, nil
+}
+
+// adyenDisputeStatus maps a dispute stage by Adyen's dispute flow
+// (docs.adyen.com/risk-management/understanding-disputes/dispute-process-and-flow):
+// a chargeback is debited at once (CHARGEBACK) but stays defendable, so
+// it is OPEN until it is final: LOST when its disputeStatus says so
+// (Lost, Accepted, Expired) or its defence period ended
+// (DISPUTE_DEFENSE_PERIOD_ENDED), on a second chargeback and on a lost
+// pre-arbitration; WON when it is reversed (CHARGEBACK_REVERSED, the
+// issuer's time ran out, a won pre-arbitration). NOTIFICATION_OF_CHARGEBACK
+// and INFORMATION_SUPPLIED leave it OPEN.
+func adyenDisputeStatus(eventCode, disputeStatus string) string {
+	switch eventCode {
+	case adyenChargeback:
+		switch strings.ToLower(disputeStatus) {
+		case "lost", "accepted", "expired":
+			return callback.DisputeLost
+		case "won":
+			return callback.DisputeWon
+		}
+		return callback.DisputeOpen
+	case adyenDefensePeriodEnded, adyenSecondChargeback, adyenPrearbitrationLst:
+		return callback.DisputeLost
+	case adyenChargebackReverse, adyenPrearbitrationWon, adyenIssuerTimeExpired:
+		return callback.DisputeWon
+	}
+	return callback.DisputeOpen
 }
 
 func (p *adyen) Accepted([]Stored) Answer {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"callgate/internal/callback"
 	"callgate/internal/signature"
@@ -198,7 +197,8 @@ func alipayEvent(f Form) (callback.PaymentEvent, error) {
 		return callback.PaymentEvent{Ignored: fmt.Sprintf("alipay trade_status %s is neither a payment, a refund nor a closure", truncate(status))}, nil
 	}
 	if status == alipayTradeClosed && refunded == 0 {
-		return callback.PaymentEvent{Type: callback.TypeClose, OrderCode: order, Reason: "alipay TRADE_CLOSED: the trade closed unpaid"}, nil
+		return callback.PaymentEvent{Type: callback.TypeClose, OrderCode: order, Reason: "alipay TRADE_CLOSED: the trade closed unpaid",
+			OccurredAt: chinaAt(f["gmt_close"])}, nil
 	}
 	if ev.PaymentNo, err = f.Need("trade_no"); err != nil {
 		return ev, err
@@ -206,6 +206,11 @@ func alipayEvent(f Form) (callback.PaymentEvent, error) {
 	if refunded > 0 {
 		ev.Type, ev.Status, ev.RefundedTotal = callback.TypeRefund, callback.RefundSuccess, &refunded
 		ev.RefundNo = f["out_biz_no"] // "": a running total that names no refund
+		// gmt_refund dates the refund that made the total; TRADE_CLOSED
+		// of a fully refunded trade may give only gmt_close.
+		if ev.OccurredAt = chinaAt(f["gmt_refund"]); ev.OccurredAt == nil {
+			ev.OccurredAt = chinaAt(f["gmt_close"])
+		}
 		return ev, nil
 	}
 	ev.Status = callback.PaymentSuccess
@@ -216,10 +221,7 @@ func alipayEvent(f Form) (callback.PaymentEvent, error) {
 	if ev.Amount, ev.Currency, err = amountIn("total_amount", amount); err != nil {
 		return ev, err
 	}
-	if t, err := time.ParseInLocation(chinaTimeLayout, f["gmt_payment"], chinaTime); err == nil {
-		t = t.UTC()
-		ev.PaidAt = &t
-	}
+	ev.PaidAt = chinaAt(f["gmt_payment"])
 	return ev, nil
 }
 

@@ -52,7 +52,9 @@ const (
 	shopifyTopicRefund        = "refunds/create"
 	shopifyTopicDisputeCreate = "disputes/create"
 	shopifyTopicDisputeUpdate = "disputes/update"
-	shopifyFinancialPaid      = "paid"
+	// A transaction created: a pending refund transaction that settled.
+	shopifyTopicTransaction = "order_transactions/create"
+	shopifyFinancialPaid    = "paid"
 )
 
 // ShopifyOrderPathDefault is where the shopify preset reads the order code.
@@ -137,6 +139,21 @@ func (p *shopify) interpret(req Request) ([]Callback, error) {
 		// is the order's payment number, as its order finds it.
 		key = shop + "/order_id:" + no
 	}
+	if topic == shopifyTopicRefund {
+		evs, ids, err := shopifyRefund(obj, shop)
+		if err != nil {
+			return []Callback{unreadable(id, key, err)}, nil
+		}
+		if len(evs) == 0 {
+			return []Callback{{EventID: id, BusinessKey: key, Event: callback.PaymentEvent{
+				Ignored: "shopify refund has no settled refund transaction: a pending one counts when its order_transactions/create says it succeeded"}}}, nil
+		}
+		cbs := make([]Callback, len(evs))
+		for i := range evs {
+			cbs[i] = Callback{EventID: ids[i], BusinessKey: key, Event: evs[i]}
+		}
+		return cbs, nil
+	}
 	ev, err := p.event(obj, shop, topic)
 	if err != nil {
 		return []Callback{unreadable(id, key, err)}, nil
@@ -173,17 +190,26 @@ func (p *shopify) event(obj callback.Object, shop, topic string) (callback.Payme
 		if ev.PaymentNo, err = obj.Scalar("id"); err != nil {
 			return ev, err
 		}
-		currency, err := obj.Scalar("currency")
-		if err != nil {
-			return ev, err
-		}
-		total, err := obj.Scalar("total_price")
-		if err != nil {
-			return ev, err
+		// The order is paid in the customer's (presentment) currency, the
+		// one its refund transactions are in
+		// (shopify.dev/docs/api/admin-rest/latest/resources/order,
+		// total_price_set); a body without it is in the shop's.
+		field := "total_price_set.presentment_money"
+		total, err := decimalAt(obj, field+".amount")
+		currency, cerr := obj.Scalar(field + ".currency_code")
+		if err != nil || cerr != nil || currency == "" {
+			field = "total_price"
+			if currency, err = obj.Scalar("currency"); err != nil {
+				return ev, err
+			}
+			if total, err = decimalAt(obj, "total_price"); err != nil {
+				return ev, err
+			}
 		}
 		if ev.Amount, ev.Currency, err = AmountIn(total, currency); err != nil {
-			return ev, badRequest("total_price: %v", err)
+			return ev, badRequest("%s: %v", field, err)
 		}
+		ev.PaidAt = rfc3339At(obj, "processed_at")
 		return ev, nil
 	case shopifyTopicCancelled:
 		// The signed body must say cancelled too.
@@ -196,82 +222,134 @@ func (p *shopify) event(obj callback.Object, shop, topic string) (callback.Payme
 		}
 		reason, _ := obj.Scalar("cancel_reason")
 		return callback.PaymentEvent{Type: callback.TypeClose, OrderCode: ShopifyOrderCode(shop, name),
-			Reason: strings.TrimSpace("shopify orders/cancelled " + reason)}, nil
-	case shopifyTopicRefund:
-		return shopifyRefund(obj)
+			Reason: strings.TrimSpace("shopify orders/cancelled " + reason), OccurredAt: rfc3339At(obj, "cancelled_at")}, nil
+	case shopifyTopicTransaction:
+		// A refund transaction that was pending when its refund was
+		// created says here that it settled.
+		if kind, _ := obj.Scalar("kind"); kind != "refund" {
+			return callback.PaymentEvent{Ignored: fmt.Sprintf("shopify transaction of kind %q is not a refund", truncate(kind))}, nil
+		}
+		ev, ok, err := shopifyRefundTransaction(obj, "", nil)
+		if err != nil {
+			return ev, err
+		}
+		if !ok {
+			return callback.PaymentEvent{Ignored: "shopify refund transaction is not settled yet"}, nil
+		}
+		return ev, nil
 	case shopifyTopicDisputeCreate, shopifyTopicDisputeUpdate:
 		return shopifyDispute(obj)
 	}
 	return callback.PaymentEvent{Ignored: fmt.Sprintf("shopify topic %q changes no payment", truncate(topic))}, nil
 }
 
-// shopifyRefund maps a Refund: its successful refund transactions are
-// what it gave back; one whose refund transactions all failed failed. Its
-// payment is the order it refunds (order_id, the payment number orders/paid
-// recorded).
-func shopifyRefund(obj callback.Object) (callback.PaymentEvent, error) {
-	ev := callback.PaymentEvent{Type: callback.TypeRefund}
-	var err error
-	if ev.RefundNo, err = obj.Scalar("id"); err != nil {
-		return ev, err
+// shopifyRefund maps a Refund: each of its refund transactions is a
+// refund of its own (by the transaction's id), SUCCESS or FAILED as it
+// settled; a pending one is left for its order_transactions/create. Its
+// payment is the order it refunds (order_id, the payment number
+// orders/paid recorded). A transaction's currency may be null (Shopify's
+// own sample): the refund's line items' presentment currency is taken.
+// It returns the events and their event ids.
+func shopifyRefund(obj callback.Object, shop string) ([]callback.PaymentEvent, []string, error) {
+	if _, err := obj.Scalar("id"); err != nil {
+		return nil, nil, err
 	}
-	if ev.PaymentNo, err = obj.Scalar("order_id"); err != nil {
-		return ev, err
+	if _, err := obj.Scalar("order_id"); err != nil {
+		return nil, nil, err
 	}
 	txs, ok := obj.Array("transactions")
 	if !ok {
-		return ev, badRequest("transactions is missing")
+		return nil, nil, badRequest("transactions is missing")
 	}
-	var succeeded, failed int
-	var total, failedTotal int64
+	var fallback *string
+	if items, ok := obj.Array("refund_line_items"); ok {
+		for _, raw := range items {
+			if m, ok := raw.(map[string]any); ok {
+				if c, err := callback.Object(m).Scalar("subtotal_set.presentment_money.currency_code"); err == nil && c != "" {
+					fallback = &c
+					break
+				}
+			}
+		}
+	}
+	var evs []callback.PaymentEvent
+	var ids []string
 	for i, raw := range txs {
 		m, isMap := raw.(map[string]any)
 		if !isMap {
-			return ev, badRequest("transactions[%d] is not an object", i)
+			return nil, nil, badRequest("transactions[%d] is not an object", i)
 		}
 		tx := callback.Object(m)
 		if kind, _ := tx.Scalar("kind"); kind != "refund" {
 			continue
 		}
-		amount, err := decimalAt(tx, "amount") // "10.00" or 10.00
+		if _, err := tx.Scalar("order_id"); err != nil {
+			m["order_id"], _ = obj.Scalar("order_id")
+		}
+		ev, settled, err := shopifyRefundTransaction(tx, fmt.Sprintf("transactions[%d].", i), fallback)
 		if err != nil {
-			return ev, badRequest("transactions[%d]: %v", i, err)
+			return nil, nil, err
 		}
-		currency, err := tx.Scalar("currency")
-		if err != nil {
-			return ev, badRequest("transactions[%d]: %v", i, err)
+		if !settled {
+			continue
 		}
-		n, c, err := AmountIn(amount, currency)
-		if err != nil {
-			return ev, badRequest("transactions[%d].amount: %v", i, err)
+		if ev.OccurredAt == nil {
+			ev.OccurredAt = rfc3339At(obj, "processed_at")
 		}
-		if ev.Currency != "" && c != ev.Currency {
-			return ev, badRequest("transactions[%d].currency %s differs from %s", i, c, ev.Currency)
+		if ev.InitiatedAt = rfc3339At(obj, "created_at"); ev.InitiatedAt == nil {
+			ev.InitiatedAt = ev.OccurredAt
 		}
-		ev.Currency = c
-		switch status, _ := tx.Scalar("status"); status {
-		case "success":
-			succeeded++
-			total += n
-		case "failure", "error":
-			failed++
-			failedTotal += n
-		}
+		evs = append(evs, ev)
+		ids = append(ids, shop+"/transaction:"+ev.RefundNo+":"+ev.Status)
 	}
-	switch {
-	case succeeded > 0:
-		ev.Status, ev.Amount = callback.RefundSuccess, total
-	case failed > 0:
-		ev.Status, ev.Amount, ev.Reason = callback.RefundFailed, failedTotal, "shopify refund transactions failed"
-	default:
-		return callback.PaymentEvent{Ignored: fmt.Sprintf("shopify refund %s has no settled refund transaction", ev.RefundNo)}, nil
+	return evs, ids, nil
+}
+
+// shopifyRefundTransaction maps one refund transaction; settled is false
+// for one that is pending. where prefixes its fields in errors.
+func shopifyRefundTransaction(tx callback.Object, where string, fallbackCurrency *string) (callback.PaymentEvent, bool, error) {
+	ev := callback.PaymentEvent{Type: callback.TypeRefund}
+	var err error
+	if ev.RefundNo, err = tx.Scalar("id"); err != nil {
+		return ev, false, badRequest("%sid is missing", where)
 	}
-	return ev, nil
+	if ev.PaymentNo, err = tx.Scalar("order_id"); err != nil {
+		return ev, false, badRequest("%sorder_id is missing", where)
+	}
+	switch status, _ := tx.Scalar("status"); status {
+	case "success":
+		ev.Status = callback.RefundSuccess
+	case "failure", "error":
+		ev.Status, ev.Reason = callback.RefundFailed, "shopify refund transaction "+status
+		if msg, _ := tx.Scalar("message"); msg != "" {
+			ev.Reason += ": " + msg
+		}
+	default: // pending
+		return ev, false, nil
+	}
+	amount, err := decimalAt(tx, "amount") // "10.00" or 10.00
+	if err != nil {
+		return ev, false, badRequest("%s%v", where, err)
+	}
+	currency, _ := tx.Scalar("currency")
+	if currency == "" && fallbackCurrency != nil {
+		currency = *fallbackCurrency
+	}
+	if currency == "" {
+		return ev, false, badRequest("%scurrency is missing, and no refund line item names one", where)
+	}
+	if ev.Amount, ev.Currency, err = AmountIn(amount, currency); err != nil {
+		return ev, false, badRequest("%samount: %v", where, err)
+	}
+	if ev.OccurredAt = rfc3339At(tx, "processed_at"); ev.OccurredAt == nil {
+		ev.OccurredAt = rfc3339At(tx, "created_at")
+	}
+	return ev, true, nil
 }
 
 // shopifyDispute maps a Dispute by its status: needs_response and
-// under_review are open; won is won; lost, accepted (the merchant
-// accepted the chargeback) and charge_refunded are lost.
+// under_review are open; won, prevented and charge_refunded are won;
+// lost and accepted (the merchant accepted the chargeback) are lost.
 func shopifyDispute(obj callback.Object) (callback.PaymentEvent, error) {
 	ev := callback.PaymentEvent{Type: callback.TypeDispute}
 	var err error
@@ -285,12 +363,15 @@ func shopifyDispute(obj callback.Object) (callback.PaymentEvent, error) {
 	if err != nil {
 		return ev, err
 	}
+	// won and prevented (resolved before it became a chargeback) give
+	// nothing; charge_refunded (deprecated) is resolved by a refund, which
+	// refunds/create counts: the dispute itself takes nothing.
 	switch status {
 	case "needs_response", "under_review":
 		ev.Status = callback.DisputeOpen
-	case "won":
+	case "won", "prevented", "charge_refunded":
 		ev.Status = callback.DisputeWon
-	case "lost", "accepted", "charge_refunded":
+	case "lost", "accepted":
 		ev.Status = callback.DisputeLost
 	default:
 		return ev, badRequest("status %q is not a dispute status", truncate(status))
@@ -305,6 +386,14 @@ func shopifyDispute(obj callback.Object) (callback.PaymentEvent, error) {
 	}
 	if ev.Amount, ev.Currency, err = AmountIn(amount, currency); err != nil {
 		return ev, badRequest("amount: %v", err)
+	}
+	// A decided dispute is dated when it was finalized, an open one when
+	// it was initiated (its stages are facts by their time).
+	if ev.Status != callback.DisputeOpen {
+		ev.OccurredAt = rfc3339At(obj, "finalized_on")
+	}
+	if ev.OccurredAt == nil {
+		ev.OccurredAt = rfc3339At(obj, "initiated_at")
 	}
 	return ev, nil
 }

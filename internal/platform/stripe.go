@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"callgate/internal/callback"
 	"callgate/internal/signature"
@@ -192,11 +191,12 @@ func (p *stripe) event(obj callback.Object, typ string) (callback.PaymentEvent, 
 		if ev.Amount, ev.Currency, err = stripeAmount(obj, amountField); err != nil {
 			return ev, err
 		}
-		if created, err := obj.Scalar("created"); err == nil && ev.Status == callback.PaymentSuccess {
-			if sec, err := MinorUnits(created, 0); err == nil {
-				t := time.Unix(sec, 0).UTC()
-				ev.PaidAt = &t
-			}
+		// The event's created is when the attempt succeeded or failed
+		// (docs.stripe.com/api/events/object#event_object-created).
+		if ev.Status == callback.PaymentSuccess {
+			ev.PaidAt = unixAt(obj, "created")
+		} else {
+			ev.OccurredAt = unixAt(obj, "created")
 		}
 		return ev, nil
 	case "payment_intent.canceled":
@@ -213,6 +213,7 @@ func (p *stripe) event(obj callback.Object, typ string) (callback.PaymentEvent, 
 		}
 		reason, _ := obj.Scalar("data.object.cancellation_reason")
 		ev.Reason = strings.TrimSpace("stripe payment_intent.canceled " + reason)
+		ev.OccurredAt = unixAt(obj, "created")
 		return ev, nil
 	case "charge.refunded":
 		ev.Type, ev.Status = callback.TypeRefund, callback.RefundSuccess
@@ -225,6 +226,7 @@ func (p *stripe) event(obj callback.Object, typ string) (callback.PaymentEvent, 
 			return ev, err
 		}
 		ev.RefundedTotal, ev.Currency = &total, currency
+		ev.OccurredAt = unixAt(obj, "created")
 		return ev, nil
 	case "refund.created", "refund.updated", "refund.failed", "charge.refund.updated":
 		ev.Type = callback.TypeRefund
@@ -253,6 +255,10 @@ func (p *stripe) event(obj callback.Object, typ string) (callback.PaymentEvent, 
 		if ev.Amount, ev.Currency, err = stripeAmount(obj, "data.object.amount"); err != nil {
 			return ev, err
 		}
+		// The event's created dates the refund's outcome; the Refund's own
+		// created is when it began (a charge.refunded total dated before
+		// it cannot have counted it).
+		ev.OccurredAt, ev.InitiatedAt = unixAt(obj, "created"), unixAt(obj, "data.object.created")
 		return ev, nil
 	case "charge.dispute.created", "charge.dispute.closed":
 		ev.Type = callback.TypeDispute
@@ -270,7 +276,10 @@ func (p *stripe) event(obj callback.Object, typ string) (callback.PaymentEvent, 
 				return ev, err
 			}
 			switch status {
-			case "won", "warning_closed": // an inquiry closed without a chargeback
+			// warning_closed: an inquiry closed without a chargeback;
+			// prevented: resolved before it became one (Visa's rapid
+			// dispute resolution, docs.stripe.com/disputes/prevention/resolution).
+			case "won", "warning_closed", "prevented":
 				ev.Status = callback.DisputeWon
 			case "lost":
 				ev.Status = callback.DisputeLost
@@ -281,6 +290,7 @@ func (p *stripe) event(obj callback.Object, typ string) (callback.PaymentEvent, 
 		if ev.Amount, ev.Currency, err = stripeAmount(obj, "data.object.amount"); err != nil {
 			return ev, err
 		}
+		ev.OccurredAt = unixAt(obj, "created")
 		return ev, nil
 	}
 	return callback.PaymentEvent{Ignored: fmt.Sprintf("stripe event type %s changes no payment", typ)}, nil

@@ -105,7 +105,10 @@ var (
 type wechatEnvelope struct {
 	ID        string `json:"id"`
 	EventType string `json:"event_type"`
-	Resource  *struct {
+	// CreateTime is when WeChat Pay created the notification (RFC 3339):
+	// the time of what an event without its own time reports.
+	CreateTime string `json:"create_time"`
+	Resource   *struct {
 		OriginalType   string `json:"original_type"`
 		Algorithm      string `json:"algorithm"`
 		Ciphertext     string `json:"ciphertext"`
@@ -184,6 +187,9 @@ func (p *wechatPay) interpret(body []byte) ([]Callback, error) {
 	}
 	if err != nil {
 		return []Callback{unreadable(env.ID, order, err)}, nil
+	}
+	if ev.Ignored == "" && ev.OccurredAt == nil && ev.PaidAt == nil {
+		ev.OccurredAt = parseRFC3339(env.CreateTime)
 	}
 	key := order
 	if ev.Ignored != "" {
@@ -299,11 +305,8 @@ func wechatTransaction(obj callback.Object, notificationID string) (callback.Pay
 	if ev.Currency, err = wechatCurrencyOf(obj, "amount.currency"); err != nil {
 		return ev, err
 	}
-	if s, err := obj.Scalar("success_time"); err == nil && ev.Status == callback.PaymentSuccess {
-		if t, err := time.Parse(time.RFC3339, s); err == nil {
-			t = t.UTC()
-			ev.PaidAt = &t
-		}
+	if ev.Status == callback.PaymentSuccess {
+		ev.PaidAt = rfc3339At(obj, "success_time")
 	}
 	return ev, nil
 }
@@ -351,6 +354,12 @@ func wechatRefund(obj callback.Object) (callback.PaymentEvent, error) {
 	if ev.Currency, err = wechatCurrencyOf(obj, "amount.currency"); err != nil {
 		return ev, err
 	}
+	// success_time dates a refund that succeeded; create_time is when it
+	// began (a CLOSED one is dated by its notification).
+	if ev.Status == callback.RefundSuccess {
+		ev.OccurredAt = rfc3339At(obj, "success_time")
+	}
+	ev.InitiatedAt = rfc3339At(obj, "create_time")
 	return ev, nil
 }
 

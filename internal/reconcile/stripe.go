@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -154,6 +156,11 @@ func (s *Stripe) catchUp(ctx context.Context, j *Job, cfg Config, src *Source) e
 	found := map[string][]byte{}
 	listed, fresh, outcome := 0, 0, OutcomeNothing
 	var failed error
+	// Stripe lists the newest first; the events are stored oldest first
+	// (by created, then the reverse of the list), as their webhooks would
+	// have come, so that a payment's failure listed with its later success
+	// is not taken for the success's reversal while both wait to be read.
+	var events []*stripe.Event
 	for ev, err := range s.client.V1Events.List(ctx, params) {
 		if err != nil {
 			outcome, failed = stripeOutcome(err)
@@ -162,6 +169,14 @@ func (s *Stripe) catchUp(ctx context.Context, j *Job, cfg Config, src *Source) e
 		listed++
 		if ev.LastResponse == nil || len(ev.LastResponse.RawJSON) == 0 {
 			outcome, failed = OutcomeUnreachable, fmt.Errorf("event %s: the SDK kept no JSON of it", ev.ID)
+			break
+		}
+		events = append(events, ev)
+	}
+	slices.Reverse(events)
+	sort.SliceStable(events, func(a, b int) bool { return events[a].Created < events[b].Created })
+	for _, ev := range events {
+		if failed != nil {
 			break
 		}
 		raw := ev.LastResponse.RawJSON

@@ -185,8 +185,8 @@ func TestBatchPaymentsDecidedAsOneByOne(t *testing.T) {
 		att := attemptsOf(t, st, id)
 		require.Len(t, att, 1)
 		notes := map[int]string{
-			3: "payment PAY-A already applied",
-			4: "failed attempt of payment PAY-X, which did not pay the order",
+			3: "already recorded: payment/PAY-A/SUCCEEDED",
+			4: "recorded: the order's money is unchanged",
 			5: "trade status WAIT_BUYER_PAY changes nothing",
 		}
 		if note, ok := notes[i]; ok {
