@@ -23,19 +23,23 @@ func (e *apiEnv) postPaydemo(t *testing.T, event, body string) int64 {
 }
 
 // TestAdminMoneyHistory: a payment callback's detail carries its order's
-// money history: the order's money columns and every payment, refund and
-// dispute recorded, each with the callbacks that made it.
+// money history: the order's money columns, what its facts derive, every
+// fact by the platform's time with its place by arrival, and every
+// payment, refund and dispute with the callbacks that made it.
 func TestAdminMoneyHistory(t *testing.T) {
 	t.Parallel()
 	e := setupAPI(t)
 	e.createOrder(t, "ORD-MONEY", 1000, "CNY")
-	paid := e.postPaydemo(t, "msg_money_pay", `{"orderCode":"ORD-MONEY","paymentNo":"PAY-M","amount":1000,"status":"SUCCESS"}`)
-	refund := e.postPaydemo(t, "msg_money_refund", `{"type":"refund","orderCode":"ORD-MONEY","refundNo":"RF-M","amount":300,"status":"SUCCESS"}`)
-	dispute := e.postPaydemo(t, "msg_money_dispute", `{"type":"dispute","orderCode":"ORD-MONEY","disputeId":"DP-M","status":"OPEN","amount":700}`)
+	paid := e.postPaydemo(t, "msg_money_pay", `{"orderCode":"ORD-MONEY","paymentNo":"PAY-M","amount":1000,"status":"SUCCESS","occurredAt":"2026-12-01T10:00:00Z"}`)
+	refund := e.postPaydemo(t, "msg_money_refund", `{"type":"refund","orderCode":"ORD-MONEY","refundNo":"RF-M","amount":300,"status":"SUCCESS","occurredAt":"2026-12-01T12:00:00Z"}`)
+	// Opened before the refund, by the platform's clock; arrived after it.
+	dispute := e.postPaydemo(t, "msg_money_dispute", `{"type":"dispute","orderCode":"ORD-MONEY","disputeId":"DP-M","status":"OPEN","amount":700,"occurredAt":"2026-12-01T11:00:00Z"}`)
 
 	var d struct {
 		Money struct {
 			Order    map[string]any   `json:"order"`
+			State    map[string]any   `json:"state"`
+			Facts    []map[string]any `json:"facts"`
 			Payments []map[string]any `json:"payments"`
 			Refunds  []map[string]any `json:"refunds"`
 			Disputes []map[string]any `json:"disputes"`
@@ -55,11 +59,20 @@ func TestAdminMoneyHistory(t *testing.T) {
 	r := d.Money.Refunds[0]
 	require.Equal(t, "RF-M", r["refund_no"])
 	require.Equal(t, "SUCCEEDED", r["status"])
-	require.EqualValues(t, 300, r["counted"])
 	require.EqualValues(t, refund, r["callback_log_id"])
 	require.Len(t, d.Money.Disputes, 1)
 	require.Equal(t, "OPEN", d.Money.Disputes[0]["status"])
 	require.EqualValues(t, dispute, d.Money.Disputes[0]["callback_log_id"])
+	require.Equal(t, map[string]any{"left": float64(700), "excess": float64(0), "shipped": true, "cancelled": false, "closed": false}, d.Money.State)
+	var happened []string
+	for _, f := range d.Money.Facts {
+		happened = append(happened, fmt.Sprintf("%v %v %v #%v at %v", f["kind"], f["ref"], f["status"], f["arrival"], f["occurred_at"]))
+	}
+	require.Equal(t, []string{
+		"payment PAY-M SUCCEEDED #1 at 2026-12-01T10:00:00Z",
+		"dispute DP-M OPEN #3 at 2026-12-01T11:00:00Z",
+		"refund RF-M SUCCEEDED #2 at 2026-12-01T12:00:00Z",
+	}, happened, "by the platform's time, each with its place by arrival")
 
 	// A payment of no order has none.
 	var plain map[string]any

@@ -144,6 +144,12 @@ func TestAdminPageInBrowser(t *testing.T) {
 	require.Contains(t, e.text(t, "table.money tbody tr"), "paid the order")
 	require.Contains(t, e.text(t, "table.money tbody tr"), "1500 CNY")
 	require.Equal(t, strconv.FormatInt(failedID, 10), e.text(t, "table.money a.money-log"), "the payment links to the callback that made it")
+	// Its facts, as they happened and as they arrived.
+	require.Equal(t, 1, e.count(t, "#facts-happened tbody tr"))
+	require.Contains(t, e.text(t, "#facts-happened tbody tr"), "payment")
+	require.Contains(t, e.text(t, "#facts-happened tbody tr"), "#1")
+	require.Equal(t, 1, e.count(t, "#facts-arrived tbody tr.this"), "the callback's own fact is marked")
+	require.Contains(t, e.text(t, "#money-left"), "0 CNY")
 	e.noCSPViolations(t)
 	e.screenshot(t, "/tmp/admin-detail.png")
 

@@ -210,6 +210,40 @@ type detailView struct {
 	// Money is the money history of a payment callback's order, one row a
 	// payment, refund or dispute (nil: none).
 	Money []moneyRow
+	// Happened and Arrived are the order's facts by the platform's time
+	// (as the order's money is derived) and by arrival.
+	Happened, Arrived []factRow
+}
+
+// factRow is one fact of an order, as the callback's page lists it.
+type factRow struct {
+	Arrival                            int
+	When, What, Number, Status, Amount string
+	Log                                int64
+	This                               bool
+}
+
+// factRows lists an order's facts by the platform's time and by arrival.
+func factRows(m *admin.MoneyHistory, id int64) (happened, arrived []factRow) {
+	for _, f := range m.Facts {
+		when := "received " + f.ReceivedAt.UTC().Format(time.RFC3339)
+		if f.OccurredAt != nil {
+			when = f.OccurredAt.UTC().Format(time.RFC3339)
+		}
+		number := f.Ref
+		if f.PaymentNo != "" && f.PaymentNo != f.Ref {
+			number += " (of " + f.PaymentNo + ")"
+		}
+		status := f.Status
+		if f.Reason != nil && *f.Reason != "" {
+			status += ": " + *f.Reason
+		}
+		happened = append(happened, factRow{Arrival: f.Arrival, When: when, What: f.Kind, Number: number, Status: status,
+			Amount: fmt.Sprintf("%d %s", f.Amount, f.Currency), Log: f.CallbackLogID, This: f.CallbackLogID == id})
+	}
+	arrived = append([]factRow(nil), happened...)
+	sort.SliceStable(arrived, func(i, j int) bool { return arrived[i].Arrival < arrived[j].Arrival })
+	return happened, arrived
 }
 
 // moneyRow is one payment, refund or dispute of an order, as the
@@ -278,6 +312,7 @@ func (h *Console) loadDetail(c *gin.Context, id int64) (*detailView, error) {
 	dv.CanForce = d.Status == "SUCCESS"
 	if d.Money != nil {
 		dv.Money = moneyRows(d.Money, d.ID)
+		dv.Happened, dv.Arrived = factRows(d.Money, d.ID)
 	}
 	return dv, nil
 }

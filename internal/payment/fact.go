@@ -130,8 +130,12 @@ func inFoldOrder(facts []Fact) {
 func FactOf(p *Payload, code, currency string, cb *callback.Log) Fact {
 	f := Fact{OrderCode: code, PaymentNo: p.PaymentNo, Amount: p.Amount, Currency: currency, OccurredAt: utc(p.OccurredAt),
 		InitiatedAt: utc(p.InitiatedAt), Source: cb.Source, CallbackLogID: cb.ID, ReceivedAt: cb.ReceivedAt.UTC().Truncate(time.Microsecond)}
-	if p.Reason != "" {
-		r := callback.Truncate(p.Reason, 255)
+	reason := p.Reason
+	if reason == "" && p.Type == callback.TypeRefund && p.Status == callback.RefundReversed {
+		reason = "refund reversed"
+	}
+	if reason != "" {
+		r := callback.Truncate(reason, 255)
 		f.Reason = &r
 	}
 	switch p.Type {

@@ -106,7 +106,8 @@ type refState struct {
 	paymentNo string
 	succeeded bool // a SUCCEEDED fact gave its amount
 	succPos   int  // fold position of its latest SUCCEEDED fact
-	began     time.Time
+	firstAt   time.Time
+	initiated time.Time
 	last      int // fold position of its latest fact
 }
 
@@ -150,16 +151,23 @@ func Derive(o *Order, facts []Fact) State {
 	return f.s
 }
 
-// began is when a refund began: its earliest initiatedAt, else its
-// earliest fact's time.
+// begin notes fact x of the refund: it began at its earliest
+// initiatedAt, else at the earliest time of its facts (beganAt).
 func (r *refState) begin(x *Fact) {
-	t := x.At()
-	if x.InitiatedAt != nil {
-		t = *x.InitiatedAt
+	if t := x.At(); r.firstAt.IsZero() || t.Before(r.firstAt) {
+		r.firstAt = t
 	}
-	if r.began.IsZero() || t.Before(r.began) {
-		r.began = t
+	if x.InitiatedAt != nil && (r.initiated.IsZero() || x.InitiatedAt.Before(r.initiated)) {
+		r.initiated = *x.InitiatedAt
 	}
+}
+
+// beganAt is when the refund began.
+func (r *refState) beganAt() time.Time {
+	if !r.initiated.IsZero() {
+		return r.initiated
+	}
+	return r.firstAt
 }
 
 func (f *folder) take(i int, x *Fact) {
@@ -203,9 +211,6 @@ func (f *folder) take(i int, x *Fact) {
 			r.item.Amount, r.item.Currency = x.Amount, x.Currency
 		}
 		r.item.Reason = x.reason()
-		if x.Status == RefundReversed && r.item.Reason == "" {
-			r.item.Reason = "refund reversed"
-		}
 	case KindTotal:
 		f.totals[x.PaymentNo], f.totalPos[x.PaymentNo] = x, i
 		if x.Ref != "" {
@@ -342,9 +347,9 @@ func (f *folder) rawRefunded() int64 {
 			continue
 		}
 		switch {
-		case r.item.Status != RefundSucceeded && r.last > pos && !r.began.After(at):
+		case (r.item.Status == RefundFailed || r.item.Status == RefundReversed) && r.last > pos && !r.beganAt().After(at):
 			sum -= r.item.Amount
-		case r.item.Status == RefundSucceeded && r.began.After(at):
+		case r.item.Status == RefundSucceeded && r.beganAt().After(at):
 			sum += r.item.Amount
 		}
 	}
@@ -352,7 +357,7 @@ func (f *folder) rawRefunded() int64 {
 	if sum < 0 {
 		sum = 0
 		for _, r := range f.refunds {
-			if counts(r) && r.item.Status == RefundSucceeded && r.began.After(at) {
+			if counts(r) && r.item.Status == RefundSucceeded && r.beganAt().After(at) {
 				sum += r.item.Amount
 			}
 		}

@@ -120,6 +120,8 @@ type adyenItem struct {
 		// DisputeStatus is a dispute stage's status in Adyen's dispute
 		// flow (Undefended, Pending, Responded, Lost, Accepted, Expired, Won).
 		DisputeStatus string `json:"disputeStatus"`
+		// Defendable is "false" for a chargeback that cannot be defended.
+		Defendable string `json:"defendable"`
 	} `json:"additionalData"`
 
 	amount int64  // amount.value, parsed
@@ -394,15 +396,17 @@ func (it *adyenItem) event() (callback.PaymentEvent, error) {
 			return ignored("changes nothing")
 		}
 		// Every stage carries the dispute's own pspReference; the payment
-		// is its originalReference (Adyen's own CHARGEBACK_REVERSED example
-		// has none: the dispute is then found by its reference, recorded
-		// from its earlier stages, or by merchantReference).
-		ev.Type, ev.DisputeID, ev.PaymentNo = callback.TypeDispute, it.PSPReference, strings.TrimSpace(it.OriginalReference)
+		// is its originalReference. Adyen's own CHARGEBACK_REVERSED and
+		// SECOND_CHARGEBACK examples have none: the payment is then taken
+		// to be the pspReference, and the order is found by
+		// merchantReference, else that payment, else the dispute recorded
+		// from its earlier stages (whose payment the dispute keeps).
+		ev.Type, ev.DisputeID, ev.PaymentNo = callback.TypeDispute, it.PSPReference, it.payment()
 		ev.OrderCode = strings.TrimSpace(it.MerchantReference)
 		if len(ev.OrderCode) > callback.MaxBusinessKeyLen {
 			ev.OrderCode = ""
 		}
-		ev.Status = adyenDisputeStatus(it.EventCode, it.AdditionalData.DisputeStatus)
+		ev.Status = adyenDisputeStatus(it.EventCode, it.AdditionalData.DisputeStatus, it.AdditionalData.Defendable)
 	case adyenOrderClosed:
 		if ok {
 			return ignored("is an order whose payments all succeeded: its AUTHORISATION pays it")
@@ -441,12 +445,12 @@ func (it *adyenItem) event() (callback.PaymentEvent, error) {
 // (docs.adyen.com/risk-management/understanding-disputes/dispute-process-and-flow):
 // a chargeback is debited at once (CHARGEBACK) but stays defendable, so
 // it is OPEN until it is final: LOST when its disputeStatus says so
-// (Lost, Accepted, Expired) or its defence period ended
+// (Lost, Accepted, Expired), it is not defendable, or its defence period ended
 // (DISPUTE_DEFENSE_PERIOD_ENDED), on a second chargeback and on a lost
 // pre-arbitration; WON when it is reversed (CHARGEBACK_REVERSED, the
 // issuer's time ran out, a won pre-arbitration). NOTIFICATION_OF_CHARGEBACK
 // and INFORMATION_SUPPLIED leave it OPEN.
-func adyenDisputeStatus(eventCode, disputeStatus string) string {
+func adyenDisputeStatus(eventCode, disputeStatus, defendable string) string {
 	switch eventCode {
 	case adyenChargeback:
 		switch strings.ToLower(disputeStatus) {
@@ -454,6 +458,9 @@ func adyenDisputeStatus(eventCode, disputeStatus string) string {
 			return callback.DisputeLost
 		case "won":
 			return callback.DisputeWon
+		}
+		if strings.EqualFold(defendable, "false") {
+			return callback.DisputeLost // nothing left to defend: final
 		}
 		return callback.DisputeOpen
 	case adyenDefensePeriodEnded, adyenSecondChargeback, adyenPrearbitrationLst:

@@ -472,10 +472,12 @@ func TestAdyenLiveFlag(t *testing.T) {
 }
 
 // TestAdyenFailureOfThePayingPayment: an AUTHORISATION success=false for
-// the pspReference that paid the order is never "already applied": the
-// order stays PAID and payment.exception reversal_of_paying_payment tells
-// a person; a CHARGEBACK of that payment loses the dispute (points
-// deducted, the warehouse told to cancel).
+// the pspReference that paid the order, dated after its success, is never
+// "already applied": the order stays PAID and payment.exception
+// reversal_of_paying_payment tells a person. A CHARGEBACK of that payment
+// is debited but still defendable (Adyen's dispute flow): the dispute is
+// OPEN; once its defence period ended it is LOST (points deducted, the
+// warehouse told to cancel).
 func TestAdyenFailureOfThePayingPayment(t *testing.T) {
 	p := testenv.StartPlatform(t, "adyen", adyenConfig(adyenKey))
 	p.CreateOrder(t, "ORD-AD-REV", 1000, "EUR")
@@ -486,9 +488,11 @@ func TestAdyenFailureOfThePayingPayment(t *testing.T) {
 	}
 	post(authorisation("PSP-REV", "ORD-AD-REV", 1000, "true"))
 	p.Settled(t, "adyen", "PSP-REV:AUTHORISATION:true")
-	post(authorisation("PSP-REV", "ORD-AD-REV", 1000, "false"))
+	failed := authorisation("PSP-REV", "ORD-AD-REV", 1000, "false")
+	failed.Date = "2024-05-01T13:00:00+02:00"
+	post(failed)
 	row := p.Settled(t, "adyen", "PSP-REV:AUTHORISATION:false")
-	require.Equal(t, "exception reversal_of_paying_payment: payment PSP-REV, which paid the order, is reported failed", p.LastNote(t, row.ID))
+	require.Equal(t, "exception reversal_of_paying_payment: payment PSP-REV failed after it paid the order", p.LastNote(t, row.ID))
 	require.Equal(t, []string{
 		`payment.exception {"amount":1000,"currency":"EUR","kind":"reversal_of_paying_payment","orderCode":"ORD-AD-REV","paymentNo":"PSP-REV"}`,
 	}, outboxOf(t, p, row.ID))
@@ -499,7 +503,14 @@ func TestAdyenFailureOfThePayingPayment(t *testing.T) {
 	post(cb)
 	row = p.Settled(t, "adyen", "PSP-CB:CHARGEBACK:true")
 	require.Equal(t, []string{
-		`order.dispute {"amount":1000,"currency":"EUR","disputeId":"PSP-REV","orderCode":"ORD-AD-REV","status":"LOST"}`,
+		`order.dispute {"amount":1000,"currency":"EUR","disputeId":"PSP-CB","orderCode":"ORD-AD-REV","status":"OPEN"}`,
+	}, outboxOf(t, p, row.ID))
+	ended := cb
+	ended.Event, ended.Date = "DISPUTE_DEFENSE_PERIOD_ENDED", "2024-05-20T12:30:00+02:00"
+	post(ended)
+	row = p.Settled(t, "adyen", "PSP-CB:DISPUTE_DEFENSE_PERIOD_ENDED:true")
+	require.Equal(t, []string{
+		`order.dispute {"amount":1000,"currency":"EUR","disputeId":"PSP-CB","orderCode":"ORD-AD-REV","status":"LOST"}`,
 		`points.deduct {"amount":1000,"currency":"EUR","orderCode":"ORD-AD-REV","userId":7}`,
 		`warehouse.cancel {"orderCode":"ORD-AD-REV"}`,
 	}, outboxOf(t, p, row.ID))

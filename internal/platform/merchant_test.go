@@ -263,8 +263,9 @@ func TestMerchantBindingEdges(t *testing.T) {
 	body := wechatNotification("EV-R", "REFUND.SUCCESS", "refund", wechatAPIv3Key, refund)
 	cbs, err := wx.Read(platform.Request{Header: wechatSigned(k, wechatPubKeyID, body, time.Now()), Body: body, Now: time.Now()})
 	require.NoError(t, err, "a refund has no appid to compare")
+	created := time.Date(2018, time.June, 8, 2, 34, 56, 0, time.UTC) // the notification's create_time: the refund names no success_time
 	require.Equal(t, callback.PaymentEvent{Type: callback.TypeRefund, OrderCode: "WX-R", PaymentNo: "T", RefundNo: "50000000382019052709732678859",
-		Amount: 5, Currency: "CNY", Status: callback.RefundSuccess}, cbs[0].Event)
+		Amount: 5, Currency: "CNY", Status: callback.RefundSuccess, OccurredAt: &created}, cbs[0].Event)
 
 	ali, err := platform.New("alipay", platform.Config{PublicKeys: []platform.PublicKey{{Key: bareBase64(k)}}, AppID: alipayAppID})
 	require.NoError(t, err)

@@ -218,7 +218,8 @@ func outcomeOf(t *testing.T, r *reconciled, order, txn, eventID string) diffOutc
 		Paying                      bool
 		Amount                      int64
 	}
-	require.NoError(t, r.St.DB.Raw(`SELECT payment_no, status, currency, paying, amount FROM payments WHERE order_code = ? ORDER BY payment_no`, order).Scan(&rows).Error)
+	require.NoError(t, r.St.DB.Raw(`SELECT f.ref AS payment_no, f.status, f.currency, COALESCE(o.payment_no = f.ref, 0) AS paying, f.amount
+		FROM payment_facts f JOIN orders o ON o.order_code = f.order_code WHERE f.order_code = ? AND f.kind = 'payment' ORDER BY f.ref, f.status`, order).Scan(&rows).Error)
 	for _, p := range rows {
 		out.Payments = append(out.Payments, fmt.Sprintf("%s %s %d %s paying=%v", norm(p.PaymentNo), p.Status, p.Amount, p.Currency, p.Paying))
 	}

@@ -202,7 +202,7 @@ func (p *shopify) event(obj callback.Object, shop, topic string) (callback.Payme
 			if currency, err = obj.Scalar("currency"); err != nil {
 				return ev, err
 			}
-			if total, err = decimalAt(obj, "total_price"); err != nil {
+			if total, err = obj.Scalar("total_price"); err != nil {
 				return ev, err
 			}
 		}

@@ -225,7 +225,7 @@ BEGIN IF NEW.event_id = 'evt_1RcRefused' THEN SIGNAL SQLSTATE '45000' SET MESSAG
 	s.order(t, "ST-RC-OK", 900, time.Minute)
 	s.sim.AddEvent(t, stripeEventAt("evt_1RcRefused", "payment_intent.succeeded", "ST-RC-REFUSED", "pi_1RcRefused", 800, created), false)
 	s.sim.AddEvent(t, stripeEventAt("evt_1RcOk", "payment_intent.succeeded", "ST-RC-OK", "pi_1RcOk", 900, created), false)
-	s.waitStatus(t, "ST-RC-OK", payment.OrderPaid) // listed first (newest first), stored
+	s.waitStatus(t, "ST-RC-OK", payment.OrderPaid) // stored though the event before it was refused
 	st := s.state(t, "ST-RC-REFUSED", func(st store.ReconcileState) bool { return st.LastOutcome == reconcile.OutcomeStoreFailed })
 	require.Contains(t, st.LastError, "evt_1RcRefused")
 	require.Contains(t, st.LastError, "the disk is full")

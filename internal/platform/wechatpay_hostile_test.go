@@ -133,13 +133,14 @@ func TestWeChatPayReadMapping(t *testing.T) {
 	closed := strings.Replace(wechatTransaction("WX-C", "T", "CLOSED", 5), `"transaction_id":"T",`, "", 1)
 	ev, _, err := read(wechatNotification("EV-C", "TRANSACTION.CLOSED", "transaction", wechatAPIv3Key, closed))
 	require.NoError(t, err)
-	require.Equal(t, callback.PaymentEvent{Type: callback.TypeClose, OrderCode: "WX-C", Reason: "wechat pay trade_state CLOSED"}, ev,
+	created := time.Date(2018, time.June, 8, 2, 34, 56, 0, time.UTC) // the notification's create_time
+	require.Equal(t, callback.PaymentEvent{Type: callback.TypeClose, OrderCode: "WX-C", Reason: "wechat pay trade_state CLOSED", OccurredAt: &created}, ev,
 		"an order closed before any payment closes it")
 	refund := `{"mchid":"` + wechatMchID + `","out_trade_no":"WX-R","transaction_id":"T","out_refund_no":"R1","refund_id":"RF1","refund_status":"SUCCESS","amount":{"total":5,"refund":5}}`
 	ev, cb, err := read(wechatNotification("EV-R", "REFUND.SUCCESS", "refund", wechatAPIv3Key, refund))
 	require.NoError(t, err)
 	require.Equal(t, callback.PaymentEvent{Type: callback.TypeRefund, OrderCode: "WX-R", PaymentNo: "T", RefundNo: "RF1", Amount: 5,
-		Currency: "CNY", Status: callback.RefundSuccess}, ev, "a refund is a refund")
+		Currency: "CNY", Status: callback.RefundSuccess, OccurredAt: &created}, ev, "a refund is a refund")
 	require.Equal(t, "WX-R", cb.BusinessKey)
 
 	body := wechatPaid("EV-X", "WX-X", "T", "SUCCESS", 1)

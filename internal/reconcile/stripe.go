@@ -175,8 +175,10 @@ func (s *Stripe) catchUp(ctx context.Context, j *Job, cfg Config, src *Source) e
 	}
 	slices.Reverse(events)
 	sort.SliceStable(events, func(a, b int) bool { return events[a].Created < events[b].Created })
+	// One event the database refuses does not keep the others from
+	// being stored; the first failure is kept, and the checkpoint stays.
 	for _, ev := range events {
-		if failed != nil {
+		if ctx.Err() != nil {
 			break
 		}
 		raw := ev.LastResponse.RawJSON
@@ -191,13 +193,13 @@ func (s *Stripe) catchUp(ctx context.Context, j *Job, cfg Config, src *Source) e
 			j.Log.Warn("reconcile: Stripe listed an event this source does not take", "source", src.Name, "event_id", ev.ID, "error", err)
 			continue
 		case err != nil:
-			outcome, failed = out, fmt.Errorf("event %s: %w", ev.ID, err)
-			if out == OutcomeStoreFailed {
-				failed = fmt.Errorf("%w: event %s: %w", ErrStoreFailed, ev.ID, err)
+			if failed == nil {
+				outcome, failed = out, fmt.Errorf("event %s: %w", ev.ID, err)
+				if out == OutcomeStoreFailed {
+					failed = fmt.Errorf("%w: event %s: %w", ErrStoreFailed, ev.ID, err)
+				}
 			}
-		}
-		if failed != nil {
-			break
+			continue
 		}
 		for _, st := range stored {
 			if !st.Duplicate {
