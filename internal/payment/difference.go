@@ -81,14 +81,21 @@ func Difference(o *Order, before, after *State, x *Fact, told bool) ([]callback.
 		if exceptionRank[a.Kind] != exceptionRank[b.Kind] {
 			return exceptionRank[a.Kind] < exceptionRank[b.Kind]
 		}
-		return strings.Join([]string{a.PaymentNo, a.RefundNo, a.DisputeID, a.status}, "\x00") <
-			strings.Join([]string{b.PaymentNo, b.RefundNo, b.DisputeID, b.status}, "\x00")
+		if ka, kb := strings.Join([]string{a.PaymentNo, a.RefundNo, a.DisputeID}, "\x00"), strings.Join([]string{b.PaymentNo, b.RefundNo, b.DisputeID}, "\x00"); ka != kb {
+			return ka < kb
+		}
+		return statusRank[a.status] < statusRank[b.status]
 	})
 	for _, e := range news {
 		add(exceptionMsg(o, e))
 	}
 	return msgs, told
 }
+
+// statusRank orders the statuses of one refund or dispute as the fold's
+// ties do.
+var statusRank = map[string]int{RefundSucceeded: 0, RefundFailed: 1, RefundReversed: 2, callback.DisputeOpen: 3, callback.DisputeLost: 4,
+	callback.DisputeWon: 5}
 
 func sortedKeys(m map[string]Item) []string {
 	keys := make([]string, 0, len(m))

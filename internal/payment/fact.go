@@ -107,8 +107,9 @@ func (f *Fact) rank() int {
 	return 7
 }
 
-// inFoldOrder sorts facts as the fold takes them: by time, then rank, then
-// arrival (the callback, then the key, for the facts of one callback).
+// inFoldOrder sorts facts as the fold takes them: by time, then rank
+// (running totals of one time by their total), then arrival (the
+// callback, then the key, for the facts of one callback).
 func inFoldOrder(facts []Fact) {
 	sort.SliceStable(facts, func(i, j int) bool {
 		a, b := &facts[i], &facts[j]
@@ -117,6 +118,10 @@ func inFoldOrder(facts []Fact) {
 		}
 		if ra, rb := a.rank(), b.rank(); ra != rb {
 			return ra < rb
+		}
+		// Running totals only grow: of one time, the smaller came first.
+		if a.Kind == KindTotal && b.Kind == KindTotal && a.Amount != b.Amount {
+			return a.Amount < b.Amount
 		}
 		if a.CallbackLogID != b.CallbackLogID {
 			return a.CallbackLogID < b.CallbackLogID

@@ -106,6 +106,7 @@ type refState struct {
 	paymentNo string
 	succeeded bool // a SUCCEEDED fact gave its amount
 	succPos   int  // fold position of its latest SUCCEEDED fact
+	statuses  map[string]bool
 	firstAt   time.Time
 	initiated time.Time
 	last      int // fold position of its latest fact
@@ -117,6 +118,13 @@ type disState struct {
 	paymentNo string
 	lostAt    int // fold position it became LOST
 	last      int
+	statuses  map[string]bool
+}
+
+// takenTotal is a running total and its fold position.
+type takenTotal struct {
+	f   *Fact
+	pos int
 }
 
 // folder is the fold in progress.
@@ -125,8 +133,10 @@ type folder struct {
 	payments map[string]*payState
 	refunds  map[string]*refState
 	disputes map[string]*disState
-	totals   map[string]*Fact // latest running total taken, by payment
-	totalPos map[string]int
+	totals   []takenTotal // the running totals taken, in fold order
+	// payOf is the payment each refund and dispute is about: the first
+	// of its facts in fold order (over all of them) that names one.
+	payOf    map[string]string
 	closedAt int // fold position of the close, -1 none
 	failed   bool
 	paying   string
@@ -141,7 +151,13 @@ func Derive(o *Order, facts []Fact) State {
 	sorted := append([]Fact(nil), facts...)
 	inFoldOrder(sorted)
 	f := &folder{o: o, payments: map[string]*payState{}, refunds: map[string]*refState{}, disputes: map[string]*disState{},
-		totals: map[string]*Fact{}, totalPos: map[string]int{}, closedAt: -1}
+		payOf: map[string]string{}, closedAt: -1}
+	for i := range sorted {
+		x := &sorted[i]
+		if k := x.Kind + "\x00" + x.Ref; (x.Kind == KindRefund || x.Kind == KindDispute) && x.PaymentNo != "" && f.payOf[k] == "" {
+			f.payOf[k] = x.PaymentNo
+		}
+	}
 	f.s.Exceptions = map[string]Exception{}
 	f.s.Status = OrderUnpaid
 	for i := range sorted {
@@ -196,12 +212,14 @@ func (f *folder) take(i int, x *Fact) {
 	case KindRefund:
 		r := f.refunds[x.Ref]
 		if r == nil {
-			r = &refState{paymentNo: x.PaymentNo}
+			r = &refState{statuses: map[string]bool{}}
 			f.refunds[x.Ref] = r
 		}
-		if r.paymentNo == "" {
-			r.paymentNo = x.PaymentNo
+		if r.statuses == nil {
+			r.statuses = map[string]bool{}
 		}
+		r.paymentNo = f.payOf[KindRefund+"\x00"+x.Ref]
+		r.statuses[x.Status] = true
 		r.begin(x)
 		r.item.Status, r.last = x.Status, i
 		if x.Status == RefundSucceeded {
@@ -212,11 +230,14 @@ func (f *folder) take(i int, x *Fact) {
 		}
 		r.item.Reason = x.reason()
 	case KindTotal:
-		f.totals[x.PaymentNo], f.totalPos[x.PaymentNo] = x, i
+		f.totals = append(f.totals, takenTotal{x, i})
 		if x.Ref != "" {
 			r := f.refunds[x.Ref]
 			if r == nil {
 				r = &refState{paymentNo: x.PaymentNo}
+				if no := f.payOf[KindRefund+"\x00"+x.Ref]; no != "" {
+					r.paymentNo = no
+				}
 				f.refunds[x.Ref] = r
 			}
 			r.begin(x)
@@ -224,12 +245,10 @@ func (f *folder) take(i int, x *Fact) {
 	case KindDispute:
 		d := f.disputes[x.Ref]
 		if d == nil {
-			d = &disState{paymentNo: x.PaymentNo}
+			d = &disState{paymentNo: f.payOf[KindDispute+"\x00"+x.Ref], statuses: map[string]bool{}}
 			f.disputes[x.Ref] = d
 		}
-		if d.paymentNo == "" {
-			d.paymentNo = x.PaymentNo
-		}
+		d.statuses[x.Status] = true
 		if x.Status == callback.DisputeLost && d.item.Status != callback.DisputeLost {
 			d.lostAt = i
 		}
@@ -328,11 +347,15 @@ func (f *folder) rawRefunded() int64 {
 	c := f.o.Currency
 	counts := func(r *refState) bool { return f.ofPaying(r.paymentNo) && r.item.Currency == c }
 	var sum int64
-	L := f.totals[f.paying]
-	if L == nil {
-		L = f.totals[""]
+	// L: the latest running total taken that counts.
+	var L *Fact
+	pos := -1
+	for _, t := range f.totals {
+		if f.ofPaying(t.f.PaymentNo) && t.f.Currency == c && t.pos > pos {
+			L, pos = t.f, t.pos
+		}
 	}
-	if L == nil || L.Currency != c {
+	if L == nil {
 		for _, r := range f.refunds {
 			if r.item.Status == RefundSucceeded && counts(r) {
 				sum += r.item.Amount
@@ -340,7 +363,7 @@ func (f *folder) rawRefunded() int64 {
 		}
 		return sum
 	}
-	pos, at := f.totalPos[L.PaymentNo], L.At()
+	at := L.At()
 	sum = L.Amount
 	for _, r := range f.refunds {
 		if !counts(r) {
@@ -382,9 +405,9 @@ func (f *folder) finish() {
 			lastRefund, s.LastRefund = r.succPos, id
 		}
 	}
-	for pay, t := range f.totals {
-		if f.ofPaying(pay) && f.totalPos[pay] > lastRefund {
-			lastRefund, s.LastRefund = f.totalPos[pay], totalRef(t)
+	for _, t := range f.totals {
+		if f.ofPaying(t.f.PaymentNo) && t.pos > lastRefund {
+			lastRefund, s.LastRefund = t.pos, totalRef(t.f)
 		}
 	}
 	last := -1
@@ -411,8 +434,8 @@ func (f *folder) finish() {
 				Detail: "refund " + id + " in " + r.item.Currency + ", order in " + o.Currency})
 		}
 	}
-	for pay, t := range f.totals {
-		if f.ofPaying(pay) && t.Currency != o.Currency {
+	for _, tt := range f.totals {
+		if t := tt.f; f.paying != "" && f.ofPaying(t.PaymentNo) && t.Currency != o.Currency {
 			f.except(Exception{Kind: ExceptionCurrencyMismatch, PaymentNo: f.paying, RefundNo: totalRef(t), Amount: t.Amount, Currency: t.Currency,
 				Detail: "refunded total in " + t.Currency + ", order in " + o.Currency})
 		}
@@ -443,22 +466,29 @@ func (f *folder) finish() {
 	other := func(no string) bool {
 		return no != "" && no != f.paying && (f.paying != "" || f.payments[no] != nil && f.payments[no].success != nil)
 	}
+	// One per refund or dispute and per status any of its facts has.
 	for id, r := range f.refunds {
-		if other(r.paymentNo) && r.item.Status != "" {
-			f.except(Exception{Kind: ExceptionOtherPaymentRefunded, PaymentNo: r.paymentNo, RefundNo: id, status: r.item.Status,
-				Amount: r.item.Amount, Currency: r.item.Currency, Detail: "refund " + id + " " + r.item.Status + " of payment " + r.paymentNo + ", which did not pay the order"})
+		if !other(r.paymentNo) {
+			continue
+		}
+		for status := range r.statuses {
+			f.except(Exception{Kind: ExceptionOtherPaymentRefunded, PaymentNo: r.paymentNo, RefundNo: id, status: status,
+				Amount: r.item.Amount, Currency: r.item.Currency, Detail: "refund " + id + " " + status + " of payment " + r.paymentNo + ", which did not pay the order"})
 		}
 	}
-	for pay, t := range f.totals {
-		if other(pay) {
-			f.except(Exception{Kind: ExceptionOtherPaymentRefunded, PaymentNo: pay, RefundNo: totalRef(t), status: RefundSucceeded, Amount: t.Amount,
-				Currency: t.Currency, Detail: "refunded total " + itoa(t.Amount) + " of payment " + pay + ", which did not pay the order"})
+	for _, tt := range f.totals {
+		if t := tt.f; other(t.PaymentNo) {
+			f.except(Exception{Kind: ExceptionOtherPaymentRefunded, PaymentNo: t.PaymentNo, RefundNo: totalRef(t), status: RefundSucceeded, Amount: t.Amount,
+				Currency: t.Currency, Detail: "refunded total " + itoa(t.Amount) + " of payment " + t.PaymentNo + ", which did not pay the order"})
 		}
 	}
 	for id, d := range f.disputes {
-		if other(d.paymentNo) {
-			f.except(Exception{Kind: ExceptionOtherPaymentDisputed, PaymentNo: d.paymentNo, DisputeID: id, status: d.item.Status,
-				Amount: d.item.Amount, Currency: d.item.Currency, Detail: "dispute " + id + " " + d.item.Status + " of payment " + d.paymentNo + ", which did not pay the order"})
+		if !other(d.paymentNo) {
+			continue
+		}
+		for status := range d.statuses {
+			f.except(Exception{Kind: ExceptionOtherPaymentDisputed, PaymentNo: d.paymentNo, DisputeID: id, status: status,
+				Amount: d.item.Amount, Currency: d.item.Currency, Detail: "dispute " + id + " " + status + " of payment " + d.paymentNo + ", which did not pay the order"})
 		}
 	}
 }
