@@ -84,7 +84,15 @@ func Difference(o *Order, before, after *State, x *Fact, told bool) ([]callback.
 		if ka, kb := strings.Join([]string{a.PaymentNo, a.RefundNo, a.DisputeID}, "\x00"), strings.Join([]string{b.PaymentNo, b.RefundNo, b.DisputeID}, "\x00"); ka != kb {
 			return ka < kb
 		}
-		return statusRank[a.status] < statusRank[b.status]
+		if statusRank[a.status] != statusRank[b.status] {
+			return statusRank[a.status] < statusRank[b.status]
+		}
+		// A refund before a running total of the same number, totals by
+		// their total.
+		if a.total != b.total {
+			return b.total
+		}
+		return a.Amount < b.Amount
 	})
 	for _, e := range news {
 		add(exceptionMsg(o, e))

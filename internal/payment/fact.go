@@ -108,8 +108,9 @@ func (f *Fact) rank() int {
 }
 
 // inFoldOrder sorts facts as the fold takes them: by time, then rank
-// (running totals of one time by their total), then arrival (the
-// callback, then the key, for the facts of one callback).
+// (running totals of one time by their total), then the number they are
+// about, then arrival (the callback, then the key, for the facts of one
+// callback).
 func inFoldOrder(facts []Fact) {
 	sort.SliceStable(facts, func(i, j int) bool {
 		a, b := &facts[i], &facts[j]
@@ -122,6 +123,11 @@ func inFoldOrder(facts []Fact) {
 		// Running totals only grow: of one time, the smaller came first.
 		if a.Kind == KindTotal && b.Kind == KindTotal && a.Amount != b.Amount {
 			return a.Amount < b.Amount
+		}
+		// Then by the number they are about (two payments of one time:
+		// the same one pays whatever arrived first).
+		if a.Ref != b.Ref {
+			return a.Ref < b.Ref
 		}
 		if a.CallbackLogID != b.CallbackLogID {
 			return a.CallbackLogID < b.CallbackLogID

@@ -84,8 +84,10 @@ type Exception struct {
 	// Detail is the note for the attempt.
 	Detail string
 	// status is, for the other_payment kinds, the refund's or dispute's
-	// status: one exception per status.
+	// status: one exception per status; total marks one about a running
+	// total (apart from a refund of the same number).
 	status string
+	total  bool
 }
 
 // order of kinds in docs/guarantees.md's table.
@@ -363,8 +365,10 @@ func (f *folder) rawRefunded() int64 {
 		}
 		return sum
 	}
+	// L's total less what failed since of what it counted, at least 0;
+	// plus what began after it, which it could not count.
 	at := L.At()
-	sum = L.Amount
+	sum, later := L.Amount, int64(0)
 	for _, r := range f.refunds {
 		if !counts(r) {
 			continue
@@ -373,19 +377,10 @@ func (f *folder) rawRefunded() int64 {
 		case (r.item.Status == RefundFailed || r.item.Status == RefundReversed) && r.last > pos && !r.beganAt().After(at):
 			sum -= r.item.Amount
 		case r.item.Status == RefundSucceeded && r.beganAt().After(at):
-			sum += r.item.Amount
+			later += r.item.Amount
 		}
 	}
-	// The subtraction cannot go below 0; what began later adds to that.
-	if sum < 0 {
-		sum = 0
-		for _, r := range f.refunds {
-			if counts(r) && r.item.Status == RefundSucceeded && r.beganAt().After(at) {
-				sum += r.item.Amount
-			}
-		}
-	}
-	return sum
+	return max(sum, 0) + later
 }
 
 // finish sets what the state after the last fact has: the paying
@@ -478,7 +473,7 @@ func (f *folder) finish() {
 	}
 	for _, tt := range f.totals {
 		if t := tt.f; other(t.PaymentNo) {
-			f.except(Exception{Kind: ExceptionOtherPaymentRefunded, PaymentNo: t.PaymentNo, RefundNo: totalRef(t), status: RefundSucceeded, Amount: t.Amount,
+			f.except(Exception{Kind: ExceptionOtherPaymentRefunded, PaymentNo: t.PaymentNo, RefundNo: totalRef(t), status: RefundSucceeded, total: true, Amount: t.Amount,
 				Currency: t.Currency, Detail: "refunded total " + itoa(t.Amount) + " of payment " + t.PaymentNo + ", which did not pay the order"})
 		}
 	}
@@ -496,6 +491,9 @@ func (f *folder) finish() {
 // except records e once by what it is about.
 func (f *folder) except(e Exception) {
 	key := e.Kind + "\x00" + e.PaymentNo + "\x00" + e.RefundNo + "\x00" + e.DisputeID + "\x00" + e.status
+	if e.total {
+		key += "\x00total/" + itoa(e.Amount)
+	}
 	if _, ok := f.s.Exceptions[key]; !ok {
 		f.s.Exceptions[key] = e
 	}

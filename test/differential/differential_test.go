@@ -224,13 +224,25 @@ func run(t *testing.T, w world, m *model, answers []string, v variant) result {
 	paydemo, shipdemo := testenv.Secret(t, cfg, "paydemo"), testenv.Secret(t, cfg, "shipdemo")
 	accepted := 0
 	settled := func(what string) {
-		require.Eventually(t, func() bool {
+		ok := assertEventually(func() bool {
 			var total, pending int
 			if err := st.SQL.QueryRow(`SELECT COUNT(*), COALESCE(SUM(status = 'PENDING'), 0) FROM callback_log`).Scan(&total, &pending); err != nil {
 				return false
 			}
 			return total == accepted && pending == 0
-		}, 90*time.Second, 20*time.Millisecond, "%s: every accepted callback settles (%s)", v.name, what)
+		}, 90*time.Second)
+		if !ok {
+			var stuck []string
+			each(t, st.SQL, `SELECT id, source, event_id, attempts, COALESCE(last_error, ''), COALESCE(next_attempt_at, '') FROM callback_log
+				WHERE status = 'PENDING' ORDER BY id LIMIT 10`, func(rows *sql.Rows) {
+				var id int64
+				var src, ev, lastErr, next string
+				var n int
+				require.NoError(t, rows.Scan(&id, &src, &ev, &n, &lastErr, &next))
+				stuck = append(stuck, fmt.Sprintf("%d %s %s attempts=%d next=%s error=%s", id, src, ev, n, next, lastErr))
+			})
+			t.Fatalf("%s: every accepted callback settles (%s); still PENDING:\n%s", v.name, what, strings.Join(stuck, "\n"))
+		}
 	}
 	for i, s := range w.Steps {
 		if s.Barrier {
@@ -350,6 +362,16 @@ func canonicalJSON(t *testing.T, b []byte) string {
 	out, err := json.Marshal(v)
 	require.NoError(t, err)
 	return string(out)
+}
+
+// assertEventually polls cond until it holds or wait has passed.
+func assertEventually(cond func() bool, wait time.Duration) bool {
+	for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
 }
 
 // each runs query and calls scan for every row.

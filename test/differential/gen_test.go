@@ -1156,7 +1156,9 @@ func renderShopify(e *event, id string) request {
 		}
 		refundID, _ := strconv.Atoi(e.RefundNo)
 		body = mustJSON(map[string]any{"id": refundID, "order_id": orderID, "created_at": at, "note": "differential",
-			"transactions": []any{map[string]any{"id": 1, "order_id": orderID, "kind": "refund", "gateway": "bogus", "status": status,
+			// Each refund transaction is a refund of its own, by its id: the
+			// refund's one transaction has the refund's number.
+			"transactions": []any{map[string]any{"id": refundID, "order_id": orderID, "kind": "refund", "gateway": "bogus", "status": status,
 				"amount": decimal(e.Amount, e.Currency), "currency": e.Currency}}})
 	default:
 		topic = "disputes/update"

@@ -30,15 +30,20 @@ package differential_test
 //      no effect whenever it comes. Reading: a dated and an undated report of the same total
 //      or stage are two facts (their identities differ); an undated one is still dated by
 //      "When." (received) in the fold.
-//  A6. "A refund began at the earliest initiatedAt its facts give, else at the earliest time
-//      of all its facts recorded." Reading: over all of its facts in the set being folded.
-//  A7. Docs: "A refund or dispute that names no payment ... is about whichever payment paid
-//      the order"; silent when its facts name different payments. Reading: it is about the
-//      payment the first of its facts in the fold's order (over the whole set) that names one
-//      names. A running total is about the payment it names.
-//  A8. "L its latest running total taken": Reading: the latest that counts (of the paying
-//      payment or naming none, in the order's currency); the refunds subtracted from / added
-//      to L likewise.
+//  A6. Docs: "A refund began at the earliest initiatedAt its facts give, else at the earliest
+//      time of all its facts recorded; a running total that names the refund (Alipay's
+//      out_biz_no, the refund that made the total) is one of its facts for this." Reading:
+//      over all of its facts in the set being folded; a running total naming it gives its
+//      time only (the facts table gives initiatedAt to a refund, not to a running total), and
+//      counts whatever payment it names. It is one of the refund's facts only "for this", not
+//      for A7 nor for the other_payment statuses.
+//  A7. Docs (settled): "when its facts name different payments ..., it is about the payment
+//      the first of its facts in the fold's order (over all of them) that names one names".
+//      A running total is about the payment it names.
+//  A8. Docs (settled): "L its latest running total taken that counts (of the paying payment
+//      or naming none, in the order's currency)". Reading: "each of its refunds" subtracted
+//      from / added to L: the refunds that count by the same test (a refund's currency and
+//      payment as in A7).
 //  A9. Docs: lost disputes take "in the order they were lost (then by dispute id)". Reading:
 //      by the time of their latest fact (the LOST one: a dispute lost again is lost then),
 //      then by id. Without a paying payment nothing is taken and the excess is 0.
@@ -51,9 +56,11 @@ package differential_test
 //      order's" ones, which on an unpaid order are those naming no payment.
 //  A13. other_payment_refunded: "that payment's; the refund's amount (the total's)", currency
 //      unsaid. Reading: the refund's (total's) currency, the currency of that amount.
-//  A14. "(one per refund and status)", "(one per dispute and status)"; a running total gives
-//      one per label. Several new in one callback for one refund/dispute: statuses in the
-//      fold's tie order.
+//  A14. Docs (settled): "for the two other_payment kinds, one per status any of the refund's
+//      or dispute's facts has"; ordered "by the payment number, refund number ... or dispute
+//      id it is about, as bytes, then by status (SUCCEEDED, FAILED, REVERSED, OPEN, LOST,
+//      WON)". Reading: a running total (no status) gives one per label and ranks as
+//      SUCCEEDED; a refund and a running total with the same label: the refund first.
 //  A15. "refund number (a running total's: total:<total>)": a running total naming a refund
 //      (Alipay) is labelled and sorted by that refund number.
 //  A16. order.refunded's fallback refundNo ("the refund of the paying payment whose SUCCEEDED
@@ -80,6 +87,12 @@ package differential_test
 //  A23. An order with no facts: payment_status UNPAID.
 //  A24. Currencies are compared exactly as given (no case folding).
 //  A25. Attempt notes are not modelled.
+//  A26. Docs: "facts of the same time in this order: ... (running totals of the same time by
+//      their total, the smaller first: a total only grows); then by arrival". Silent on how
+//      running totals interleave with SUCCEEDED refunds of the same time (same rank). Reading:
+//      order by time, rank, arrival; then, among the facts of one time, the running totals
+//      are permuted within the places they hold so the smaller total comes first (equal
+//      totals by arrival). Only order.refunded's fallback refundNo ("taken last") can tell.
 
 import (
 	"fmt"
@@ -294,9 +307,16 @@ func refTieRank(f *refFact) int {
 	}
 }
 
-// refStatusRank orders statuses of one refund or dispute (A14).
+// refStatusRank orders the exceptions about one refund or dispute: "then by status
+// (SUCCEEDED, FAILED, REVERSED, OPEN, LOST, WON)". A running total has none: it ranks as
+// SUCCEEDED (A4, A14).
 func refStatusRank(kind refFactKind, status string) int {
-	return refTieRank(&refFact{Kind: kind, Status: status})
+	for i, st := range []string{refSucceeded, refFailed, refReversed, refOpen, refLost, refWon} {
+		if st == status {
+			return i
+		}
+	}
+	return 0
 }
 
 // refRefundLabel: a refund's number; a running total's refund number, else "total:<total>".
@@ -428,13 +448,36 @@ func refFold(order refOrder, facts []*refFact) *refState {
 		}
 		return a.LogID < b.LogID
 	})
+	// "(running totals of the same time by their total, the smaller first: a total only
+	// grows)": among the facts of one time, the running totals are put in the places they
+	// hold by arrival, smaller totals first (equal totals by arrival) (A26).
+	for i := 0; i < len(sorted); {
+		j := i + 1
+		for j < len(sorted) && sorted[j].Time.Equal(sorted[i].Time) {
+			j++
+		}
+		var places []int
+		var totals []*refFact
+		for k := i; k < j; k++ {
+			if sorted[k].Kind == refKindRunningTotal {
+				places = append(places, k)
+				totals = append(totals, sorted[k])
+			}
+		}
+		sort.SliceStable(totals, func(a, b int) bool { return totals[a].Amount < totals[b].Amount })
+		for n, k := range places {
+			sorted[k] = totals[n]
+		}
+		i = j
+	}
 
 	// "A refund began at the earliest initiatedAt its facts give, else at the earliest
-	// time of all its facts recorded." (A6)
+	// time of all its facts recorded; a running total that names the refund (Alipay's
+	// out_biz_no, the refund that made the total) is one of its facts for this." (A6)
 	began := map[string]time.Time{}
 	hasInit := map[string]bool{}
 	for _, f := range sorted {
-		if f.Kind != refKindRefund {
+		if f.Kind != refKindRefund { // a running total gives no initiatedAt (A6)
 			continue
 		}
 		if f.InitiatedAt != nil {
@@ -445,7 +488,8 @@ func refFold(order refOrder, facts []*refFact) *refState {
 		}
 	}
 	for _, f := range sorted { // sorted by time: the first seen is the earliest
-		if f.Kind != refKindRefund || hasInit[f.RefundNo] {
+		isRefunds := f.Kind == refKindRefund || (f.Kind == refKindRunningTotal && f.RefundNo != "")
+		if !isRefunds || hasInit[f.RefundNo] {
 			continue
 		}
 		if _, ok := began[f.RefundNo]; !ok {
@@ -454,8 +498,8 @@ func refFold(order refOrder, facts []*refFact) *refState {
 	}
 
 	// "A refund or dispute that names no payment (paymentNo empty) is about whichever payment
-	// paid the order." When its facts differ: the payment the first of its facts in the
-	// fold's order (over all of its facts in the set being folded) that names one names (A7).
+	// paid the order; when its facts name different payments ..., it is about the payment the
+	// first of its facts in the fold's order (over all of them) that names one names." (A7)
 	refundPay, disputePay := map[string]string{}, map[string]string{}
 	for _, f := range sorted {
 		if f.PaymentNo == "" {
@@ -583,7 +627,8 @@ func (s *refState) money() {
 				}
 			}
 		} else {
-			// "else, with L its latest running total taken: L's total, less the amount of each
+			// "else, with L its latest running total taken that counts (of the paying payment
+			// or naming none, in the order's currency): L's total, less the amount of each
 			// of its refunds that is now FAILED or REVERSED by a fact taken after L and had
 			// begun by L's time ..., but at least 0; plus the amount of each of its SUCCEEDED
 			// refunds that began after L's time"
@@ -685,7 +730,7 @@ var refExceptionKinds = []string{
 type refException struct {
 	kind    string
 	about   string // payment number, refund number (total:<total>) or dispute id: the sort key
-	tie     int    // status order within one refund or dispute (A14)
+	tie     int    // "then by status (SUCCEEDED, FAILED, REVERSED, OPEN, LOST, WON)" (A14)
 	key     string // "each at most once per what it is about"
 	payload map[string]any
 }
@@ -770,7 +815,8 @@ func (s *refState) exceptions() map[string]refException {
 
 	// other_payment_refunded: "a refund or running total of a payment that did not pay the
 	// order, when the order is paid by another or that payment's success is recorded ...
-	// (one per refund and status) | that payment's; the refund's amount (the total's)" (A13, A14)
+	// (one per refund and status) | that payment's; the refund's amount (the total's)";
+	// "one per status any of the refund's or dispute's facts has" (A13, A14)
 	other := func(paymentNo string) bool {
 		if paymentNo == "" || (s.paying != nil && paymentNo == s.paying.PaymentNo) {
 			return false
@@ -975,8 +1021,9 @@ func refDifference(before, after *refState, nf *refFact, cancelPublished bool) [
 	}
 
 	// 8. "payment.exception: each exception that is new, in the order of the table above, then
-	// by the payment number, refund number ... or dispute id it is about, as bytes;
-	// over_refund when the excess grew, by what it grew."
+	// by the payment number, refund number ... or dispute id it is about, as bytes, then by
+	// status (SUCCEEDED, FAILED, REVERSED, OPEN, LOST, WON); over_refund when the excess grew,
+	// by what it grew." Left equal (a refund and a running total naming it): by key (A14).
 	had := before.exceptions()
 	var news []refException
 	for k, e := range after.exceptions() {
@@ -996,7 +1043,10 @@ func refDifference(before, after *refState, nf *refFact, cancelPublished bool) [
 		if a.about != b.about {
 			return a.about < b.about
 		}
-		return a.tie < b.tie
+		if a.tie != b.tie {
+			return a.tie < b.tie
+		}
+		return a.key < b.key
 	})
 	// cancelled_with_money_left: "not a state's but a difference's: the order's
 	// warehouse.cancel was published, the state before this callback was cancelled and the
@@ -1332,6 +1382,52 @@ func TestRefModelExamples(t *testing.T) {
 				{total(3, "R1", 2000, refAt(1)), ok()},
 			},
 			rows: map[string]refOrderRow{o1: row("PARTIALLY_REFUNDED", 0, 5000, 0, "")},
+		},
+		{
+			// "running totals of the same time by their total, the smaller first: a total only
+			// grows". Two undated-by-refund totals, both at t1: 5000 arrives first, 2000 after.
+			// By arrival L would be 2000 (refunded lowered); by total the fold takes 2000 then
+			// 5000: L stays 5000, nothing changes. A third of 5000 at t1 is the same fact.
+			name:   "running totals of the same time: the smaller first",
+			orders: []refOrder{order},
+			steps: []refStep{
+				{pay(1, "P1", "SUCCESS", refAt(0)), ok(ship, pointsAdd(10000))},
+				{total(2, "", 5000, refAt(1)), ok(refunded("total:5000", 5000, 5000, false), pointsDeduct(5000))},
+				{total(3, "", 2000, refAt(1)), ok()},
+				{total(4, "", 5000, refAt(1)), refOutcome{Status: "SUCCESS", NoEffect: true}},
+			},
+			rows: map[string]refOrderRow{o1: row("PARTIALLY_REFUNDED", 0, 5000, 0, "")},
+			check: func(t *testing.T, m *refModel) {
+				s := refFold(m.orders[o1].order, m.orders[o1].facts)
+				if n := len(s.totals); n != 2 || s.totals[0].f.Amount != 2000 || s.totals[1].f.Amount != 5000 {
+					t.Errorf("running totals in fold order: got %v, want 2000 then 5000", s.totals)
+				}
+			},
+		},
+		{
+			// "a running total that names the refund (Alipay's out_biz_no, the refund that made
+			// the total) is one of its facts for this". Alipay: the total of 3000 made by R1
+			// at t1 (L); R1's own success, dated t2, arrives after: R1 began at t1 (the total
+			// naming it), by L's time: L counted it, raw stays 3000 (not 3000 + 3000): nothing
+			// changes. R1 reversed at t3 (taken after L, began by L's time): raw = 3000 - 3000
+			// = 0: refund_failed (reason "refund reversed", uncounted 3000), points back.
+			name:   "alipay running total naming its refund dates the refund's beginning",
+			orders: []refOrder{order},
+			steps: []refStep{
+				{pay(1, "P1", "SUCCESS", refAt(0)), ok(ship, pointsAdd(10000))},
+				{total(2, "R1", 3000, refAt(1)), ok(refunded("R1", 3000, 3000, false), pointsDeduct(3000))},
+				{refund(3, "R1", "SUCCESS", 3000, refAt(2)), ok()},
+				{refund(4, "R1", "REVERSED", 3000, refAt(3)),
+					ok(refMsg("order.refund_failed", "orderCode", o1, "refundNo", "R1", "amount", 3000, "currency", "CNY",
+						"reason", "refund reversed", "refundedTotal", 0, "uncounted", 3000), pointsAdd(3000))},
+			},
+			rows: map[string]refOrderRow{o1: row("PAID", 0, 0, 0, "")},
+			check: func(t *testing.T, m *refModel) {
+				s := refFold(m.orders[o1].order, m.orders[o1].facts)
+				if r := s.refunds["R1"]; r == nil || !r.Began.Equal(*refAt(1)) {
+					t.Errorf("R1 began: got %+v, want %v", r, refAt(1))
+				}
+			},
 		},
 		{
 			// Partial chargeback 500, then a refund of 9500: refunded 9500, D1 takes
