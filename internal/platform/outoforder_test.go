@@ -47,7 +47,9 @@ func (s *ooStripe) send(t *testing.T, typ string, minute int, object string) []s
 	return lcNotifications(t, s.p, row.ID)
 }
 
-func (s *ooStripe) at(minute int) int64 { return s.base.Add(time.Duration(minute) * time.Minute).Unix() }
+func (s *ooStripe) at(minute int) int64 {
+	return s.base.Add(time.Duration(minute) * time.Minute).Unix()
+}
 
 func ooPI(order, pi string, amount int64) string {
 	return fmt.Sprintf(`{"id":%q,"object":"payment_intent","amount":%d,"amount_received":%d,"currency":"usd","status":"succeeded","metadata":{"order_code":%q}}`,
