@@ -414,7 +414,7 @@ func (f *folder) finish() {
 		if d.last > last {
 			last, s.DisputeStatus = d.last, d.item.Status
 		}
-		if d.item.Currency != o.Currency {
+		if f.paying != "" && d.item.Currency != o.Currency {
 			f.except(Exception{Kind: ExceptionCurrencyMismatch, PaymentNo: f.paying, DisputeID: id, Amount: d.item.Amount, Currency: d.item.Currency,
 				Detail: "dispute " + id + " in " + d.item.Currency + ", order in " + o.Currency})
 		}
@@ -424,7 +424,7 @@ func (f *folder) finish() {
 			continue
 		}
 		s.Refunds[id] = r.item
-		if r.item.Currency != o.Currency {
+		if f.paying != "" && r.item.Currency != o.Currency {
 			f.except(Exception{Kind: ExceptionCurrencyMismatch, PaymentNo: f.paying, RefundNo: id, Amount: r.item.Amount, Currency: r.item.Currency,
 				Detail: "refund " + id + " in " + r.item.Currency + ", order in " + o.Currency})
 		}

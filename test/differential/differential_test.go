@@ -40,6 +40,7 @@ import (
 	"callgate/internal/config"
 	"callgate/internal/kinds"
 	"callgate/internal/metrics"
+	"callgate/internal/payment"
 	"callgate/internal/platform"
 	"callgate/internal/source"
 	"callgate/internal/testenv"
@@ -308,7 +309,7 @@ func againstModel(t *testing.T, db *sql.DB, orders []order, currencies map[strin
 			return
 		}
 		var ev callback.PaymentEvent
-		if err := callback.DecodePayload(body, &ev); err != nil || ev.Ignored != "" {
+		if err := callback.DecodePayload(body, &ev); err != nil || ev.Ignored != "" || payment.Validate(ev) != nil {
 			return // unreadable (poison) or of no effect: no rule of the model's
 		}
 		checked++
