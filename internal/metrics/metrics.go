@@ -118,7 +118,7 @@ func New(process string) *Metrics {
 	m.Retries = counter("callback_retries_total", "Attempts that failed and will be retried.", "kind")
 	m.FailedTransitions = counter("callback_failed_total", "Callbacks that went to FAILED.", "kind")
 	m.FailedReasons = counter("callback_failed_reasons_total",
-		"Callbacks that went to FAILED, by the reason their handler named (order_not_found, refund_before_payment, dispute_before_payment, reversal_before_refund, no_currency, ...; other when it named none).", "kind", "reason")
+		"Callbacks that went to FAILED, by the reason their handler named (order_not_found, ambiguous_payment, no_currency, ...; other when it named none).", "kind", "reason")
 	m.BatchSizes = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "callgate", Name: "batch_size",
 		Help: "Callbacks claimed per batch transaction.", Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}, ConstLabels: constLabels})
 	f(m.BatchSizes)

@@ -2,6 +2,7 @@ package payment
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -105,6 +106,7 @@ func noteOf(st *Step) string {
 	if st.After.Excess > st.Before.Excess {
 		notes = append(notes, fmt.Sprintf("exception %s: %d beyond the order's amount", ExceptionOverRefund, st.After.Excess-st.Before.Excess))
 	}
+	sort.Strings(notes)
 	return strings.Join(notes, "; ")
 }
 

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-
-	"callgate/internal/callback"
 )
 
 // The statements on the business tables: orders and payment_facts. A
@@ -262,8 +260,3 @@ func writeOrders(db *gorm.DB, orders []*Order) error {
 	}
 	return nil
 }
-
-// stamp is the time rows are written with.
-func stamp() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
-
-var _ = callback.TypePayment

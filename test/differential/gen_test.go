@@ -1143,7 +1143,7 @@ func renderShopify(e *event, id string) request {
 			"financial_status": "paid", "updated_at": at})
 	case e.Type == "payment":
 		body = mustJSON(map[string]any{"id": orderID, "name": e.Order, "currency": e.Currency, "total_price": decimal(e.Amount, e.Currency),
-			"financial_status": "paid", "updated_at": at, "order_status_url": "https://" + shop + "/548380009/orders/x/authenticate?key=k"})
+			"financial_status": "paid", "updated_at": at, "processed_at": at, "order_status_url": "https://" + shop + "/548380009/orders/x/authenticate?key=k"})
 	case e.Type == "close":
 		topic = "orders/cancelled"
 		body = mustJSON(map[string]any{"id": orderID, "name": e.Order, "currency": "USD", "total_price": "1.00", "financial_status": "voided",
