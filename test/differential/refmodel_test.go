@@ -87,12 +87,27 @@ package differential_test
 //  A23. An order with no facts: payment_status UNPAID.
 //  A24. Currencies are compared exactly as given (no case folding).
 //  A25. Attempt notes are not modelled.
-//  A26. Docs: "facts of the same time in this order: ... (running totals of the same time by
-//      their total, the smaller first: a total only grows); then by arrival". Silent on how
-//      running totals interleave with SUCCEEDED refunds of the same time (same rank). Reading:
-//      order by time, rank, arrival; then, among the facts of one time, the running totals
-//      are permuted within the places they hold so the smaller total comes first (equal
-//      totals by arrival). Only order.refunded's fallback refundNo ("taken last") can tell.
+//  A26. Docs: "facts of the same time in this order: <rank> (running totals of the same time
+//      by their total, the smaller first: a total only grows); then by the number they are
+//      about (payment number, refund number, dispute id, as bytes: of two payments of the same
+//      time, the same one pays whatever arrived first); then by arrival". So the key is time,
+//      rank, number (a payment's number, a refund's number, a running total's refund number,
+//      "" when it names none, a dispute's id; a close's "": it is about no number), then
+//      arrival (log id). Reading: the running-totals rule orders running totals among
+//      themselves only and comes before the number; the docs are silent on how running totals
+//      interleave with SUCCEEDED refunds of the same time (same rank). The model sorts by
+//      (time, rank, number, arrival), then, among the facts of one time, permutes the running
+//      totals within the places they hold so the smaller total comes first (equal totals by
+//      number, then arrival). Only order.refunded's fallback refundNo ("taken last") can tell
+//      the interleaving. Lost disputes of one time are taken by dispute id (A9 agrees).
+//  A27. Docs: order.closed is sent "with the order's payment_status and refundedTotal after
+//      the close". Reading: the order row after this callback (the state after the last
+//      fact), not the fold's state right after the close fact (a close dated before other
+//      facts); downstream.md: "say what its money is after".
+//  A28. Docs: raw refunded "with no running total of it taken yet" / "else, with L its latest
+//      running total taken that counts". Reading: when the only running totals of the paying
+//      payment are in another currency (none counts, so there is no L), the first rule applies
+//      (the sum of its SUCCEEDED refunds).
 
 import (
 	"fmt"
@@ -307,6 +322,22 @@ func refTieRank(f *refFact) int {
 	}
 }
 
+// refTieNumber: "by the number they are about (payment number, refund number, dispute id,
+// as bytes ...)". A running total's is its refund number ("" when it names none); a close
+// is about no number: "" (A26).
+func refTieNumber(f *refFact) string {
+	switch f.Kind {
+	case refKindPayment:
+		return f.PaymentNo
+	case refKindRefund, refKindRunningTotal:
+		return f.RefundNo
+	case refKindDispute:
+		return f.DisputeID
+	default:
+		return ""
+	}
+}
+
 // refStatusRank orders the exceptions about one refund or dispute: "then by status
 // (SUCCEEDED, FAILED, REVERSED, OPEN, LOST, WON)". A running total has none: it ranks as
 // SUCCEEDED (A4, A14).
@@ -438,6 +469,8 @@ func refFold(order refOrder, facts []*refFact) *refState {
 	sorted := append([]*refFact(nil), facts...)
 	// "The fold takes an order's facts by time; facts of the same time in this order: ...;
 	// then by arrival (the callback's log id, then the fact's place in it)."
+	// "then by the number they are about (payment number, refund number, dispute id, as
+	// bytes ...); then by arrival (the callback's log id, then the fact's place in it)" (A26)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		a, b := sorted[i], sorted[j]
 		if !a.Time.Equal(b.Time) {
@@ -446,11 +479,15 @@ func refFold(order refOrder, facts []*refFact) *refState {
 		if ra, rb := refTieRank(a), refTieRank(b); ra != rb {
 			return ra < rb
 		}
+		if na, nb := refTieNumber(a), refTieNumber(b); na != nb {
+			return na < nb
+		}
 		return a.LogID < b.LogID
 	})
 	// "(running totals of the same time by their total, the smaller first: a total only
-	// grows)": among the facts of one time, the running totals are put in the places they
-	// hold by arrival, smaller totals first (equal totals by arrival) (A26).
+	// grows)", which comes before the number: among the facts of one time, the running
+	// totals are put in the places they hold by (rank, number, arrival), smaller totals
+	// first (equal totals by number, then arrival) (A26).
 	for i := 0; i < len(sorted); {
 		j := i + 1
 		for j < len(sorted) && sorted[j].Time.Equal(sorted[i].Time) {
@@ -464,6 +501,7 @@ func refFold(order refOrder, facts []*refFact) *refState {
 				totals = append(totals, sorted[k])
 			}
 		}
+		// totals is in (number, arrival) order already: a stable sort by total keeps it for equal totals
 		sort.SliceStable(totals, func(a, b int) bool { return totals[a].Amount < totals[b].Amount })
 		for n, k := range places {
 			sorted[k] = totals[n]
@@ -1596,8 +1634,8 @@ func TestRefModelExamples(t *testing.T) {
 			// at t5: takes 2000; 1000 left. D1 lost 2000 at t5 too, arriving after: by dispute
 			// id D1 takes min(2000, 3000) = 2000 and D2 min(2000, 1000) = 1000; chargeback 3000,
 			// nothing left: cancelled (REFUNDED: something was refunded). Excess = 7000 + 2000 +
-			// 2000 - 10000 = 1000: over_refund 1000. dispute_status: D1's, taken last (same
-			// time and rank, later arrival).
+			// 2000 - 10000 = 1000: over_refund 1000. dispute_status: D2's (LOST), taken last (same
+			// time and rank: by dispute id, D1 then D2, whatever arrived first).
 			name:   "two disputes lost at the same time",
 			orders: []refOrder{order},
 			steps: []refStep{
@@ -1614,6 +1652,30 @@ func TestRefModelExamples(t *testing.T) {
 				if want := map[string]int64{"D1": 2000, "D2": 1000}; !reflect.DeepEqual(s.takenBy, want) {
 					t.Errorf("taken by each dispute: got %v, want %v", s.takenBy, want)
 				}
+			},
+		},
+		{
+			// "then by the number they are about (payment number, ... as bytes: of two payments
+			// of the same time, the same one pays whatever arrived first)". Two successes of
+			// the order's amount and currency, both at t0. ORD-1: P2 arrives first and pays
+			// (ship, points); P1 arrives: the fold takes P1 then P2: P1 pays, P2 is
+			// paid_by_another; shipped and points unchanged. ORD-2: P1 arrives first and pays;
+			// P2 arrives: taken after P1: paid_by_another. Both rows: paid by P1 at t0.
+			name:   "two payments of the same time: the smaller number pays",
+			orders: []refOrder{order, {Code: "ORD-2", User: 7, Amount: 10000, Currency: "CNY"}},
+			steps: []refStep{
+				{pay(1, "P2", "SUCCESS", refAt(0)), ok(ship, pointsAdd(10000))},
+				{pay(2, "P1", "SUCCESS", refAt(0)), ok(exception("paid_by_another", "P2", 10000))},
+				{func() refEvent { e := pay(3, "P1", "SUCCESS", refAt(0)); e.OrderCode = "ORD-2"; return e }(),
+					ok(refMsg("warehouse.ship", "orderCode", "ORD-2"),
+						refMsg("points.add", "orderCode", "ORD-2", "userId", 7, "amount", 10000, "currency", "CNY"))},
+				{func() refEvent { e := pay(4, "P2", "SUCCESS", refAt(0)); e.OrderCode = "ORD-2"; return e }(),
+					ok(refMsg("payment.exception", "orderCode", "ORD-2", "paymentNo", "P2", "kind", "paid_by_another",
+						"amount", 10000, "currency", "CNY"))},
+			},
+			rows: map[string]refOrderRow{
+				o1:      row("PAID", 0, 0, 0, ""),
+				"ORD-2": row("PAID", 0, 0, 0, ""),
 			},
 		},
 		{
