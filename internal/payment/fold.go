@@ -139,6 +139,8 @@ type folder struct {
 	// payOf is the payment each refund and dispute is about: the first
 	// of its facts in fold order (over all of them) that names one.
 	payOf    map[string]string
+	// began holds, by refund number, when each refund began (beganAt).
+	began map[string]*refState
 	closedAt int // fold position of the close, -1 none
 	failed   bool
 	paying   string
@@ -154,10 +156,25 @@ func Derive(o *Order, facts []Fact) State {
 	inFoldOrder(sorted)
 	f := &folder{o: o, payments: map[string]*payState{}, refunds: map[string]*refState{}, disputes: map[string]*disState{},
 		payOf: map[string]string{}, closedAt: -1}
+	f.began = map[string]*refState{}
 	for i := range sorted {
 		x := &sorted[i]
 		if k := x.Kind + "\x00" + x.Ref; (x.Kind == KindRefund || x.Kind == KindDispute) && x.PaymentNo != "" && f.payOf[k] == "" {
 			f.payOf[k] = x.PaymentNo
+		}
+		// When a refund began is read from all of its facts recorded (a
+		// running total that names it among them), not only those taken.
+		if (x.Kind == KindRefund || x.Kind == KindTotal) && x.Ref != "" {
+			b := f.began[x.Ref]
+			if b == nil {
+				b = &refState{}
+				f.began[x.Ref] = b
+			}
+			if x.Kind == KindTotal {
+				b.begin(&Fact{OccurredAt: x.OccurredAt, ReceivedAt: x.ReceivedAt})
+			} else {
+				b.begin(x)
+			}
 		}
 	}
 	f.s.Exceptions = map[string]Exception{}
@@ -222,7 +239,6 @@ func (f *folder) take(i int, x *Fact) {
 		}
 		r.paymentNo = f.payOf[KindRefund+"\x00"+x.Ref]
 		r.statuses[x.Status] = true
-		r.begin(x)
 		r.item.Status, r.last = x.Status, i
 		if x.Status == RefundSucceeded {
 			r.succeeded, r.succPos = true, i
@@ -233,17 +249,6 @@ func (f *folder) take(i int, x *Fact) {
 		r.item.Reason = x.reason()
 	case KindTotal:
 		f.totals = append(f.totals, takenTotal{x, i})
-		if x.Ref != "" {
-			r := f.refunds[x.Ref]
-			if r == nil {
-				r = &refState{paymentNo: x.PaymentNo}
-				if no := f.payOf[KindRefund+"\x00"+x.Ref]; no != "" {
-					r.paymentNo = no
-				}
-				f.refunds[x.Ref] = r
-			}
-			r.begin(x)
-		}
 	case KindDispute:
 		d := f.disputes[x.Ref]
 		if d == nil {
@@ -369,14 +374,15 @@ func (f *folder) rawRefunded() int64 {
 	// plus what began after it, which it could not count.
 	at := L.At()
 	sum, later := L.Amount, int64(0)
-	for _, r := range f.refunds {
+	for id, r := range f.refunds {
 		if !counts(r) {
 			continue
 		}
+		began := f.began[id].beganAt()
 		switch {
-		case (r.item.Status == RefundFailed || r.item.Status == RefundReversed) && r.last > pos && !r.beganAt().After(at):
+		case (r.item.Status == RefundFailed || r.item.Status == RefundReversed) && r.last > pos && !began.After(at):
 			sum -= r.item.Amount
-		case r.item.Status == RefundSucceeded && r.beganAt().After(at):
+		case r.item.Status == RefundSucceeded && began.After(at):
 			later += r.item.Amount
 		}
 	}
