@@ -195,7 +195,9 @@ func TestAsyncAPIStructure(t *testing.T) {
 // the contract says otherwise.
 func TestAsyncAPISchemasDescribed(t *testing.T) {
 	doc := asyncAPIDoc(t)
-	optional := map[string]bool{"ShipmentUpdated.orderCode": true, "Headers.traceparent": true}
+	optional := map[string]bool{"ShipmentUpdated.orderCode": true, "Headers.traceparent": true,
+		// Only when the exception is about a refund or a dispute.
+		"PaymentException.refundNo": true, "PaymentException.disputeId": true}
 	for name, s := range obj(t, doc, "#/components/schemas") {
 		s := s.(map[string]any)
 		desc, _ := s["description"].(string)
@@ -310,13 +312,13 @@ func TestContractValidate(t *testing.T) {
 		{"warehouse.cancel", "extra field", `{"orderCode":"SO-1","reason":"refunded"}`, false},
 		{"warehouse.cancel", "number orderCode", `{"orderCode":1}`, false},
 
-		{"order.refund_failed", "valid", `{"orderCode":"SO-1","refundNo":"RF-1","amount":500,"currency":"CNY","reason":"card expired"}`, true},
-		{"order.refund_failed", "empty reason", `{"orderCode":"SO-1","refundNo":"RF-1","amount":500,"currency":"CNY","reason":""}`, true},
+		{"order.refund_failed", "valid", `{"orderCode":"SO-1","refundNo":"RF-1","amount":500,"currency":"CNY","reason":"card expired","uncounted":500,"refundedTotal":0}`, true},
+		{"order.refund_failed", "empty reason", `{"orderCode":"SO-1","refundNo":"RF-1","amount":500,"currency":"CNY","reason":"","uncounted":0,"refundedTotal":0}`, true},
 		{"order.refund_failed", "missing reason", `{"orderCode":"SO-1","refundNo":"RF-1","amount":500,"currency":"CNY"}`, false},
 		{"order.refund_failed", "null reason", `{"orderCode":"SO-1","refundNo":"RF-1","amount":500,"currency":"CNY","reason":null}`, false},
 
-		{"order.closed", "valid", `{"orderCode":"SO-1","reason":"timeout"}`, true},
-		{"order.closed", "empty reason", `{"orderCode":"SO-1","reason":""}`, true},
+		{"order.closed", "valid", `{"orderCode":"SO-1","reason":"timeout","paymentStatus":"CLOSED","refundedTotal":0}`, true},
+		{"order.closed", "empty reason", `{"orderCode":"SO-1","reason":"","paymentStatus":"PAID","refundedTotal":0}`, true},
 		{"order.closed", "missing reason", `{"orderCode":"SO-1"}`, false},
 		{"order.closed", "extra field", `{"orderCode":"SO-1","reason":"","closedAt":"2024-05-01T00:00:00Z"}`, false},
 

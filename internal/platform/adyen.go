@@ -415,7 +415,7 @@ func (it *adyenItem) event() (callback.PaymentEvent, error) {
 			return ev, badRequest("merchantReference is missing")
 		}
 		return callback.PaymentEvent{Type: callback.TypeClose, OrderCode: it.MerchantReference,
-			Reason: "adyen ORDER_CLOSED: the order was not paid in full in time"}, nil
+			Reason: "adyen ORDER_CLOSED: the order was not paid in full in time", OccurredAt: parseRFC3339(it.EventDate)}, nil
 	default:
 		return ignored("changes no payment")
 	}
