@@ -138,9 +138,9 @@ type folder struct {
 	totals   []takenTotal // the running totals taken, in fold order
 	// payOf is the payment each refund and dispute is about: the first
 	// of its facts in fold order (over all of them) that names one.
-	payOf    map[string]string
+	payOf map[string]string
 	// began holds, by refund number, when each refund began (beganAt).
-	began map[string]*refState
+	began    map[string]*refState
 	closedAt int // fold position of the close, -1 none
 	failed   bool
 	paying   string

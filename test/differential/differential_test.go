@@ -90,7 +90,7 @@ func FuzzDifferential(f *testing.F) {
 		for _, v := range []variant{{"batch_size=64", 64, false}, {"batch_size=1", 1, false}, {"every batch falls back", 64, true}} {
 			got := run(t, w, m, answers, v)
 			want := expected(m, got.ids)
-			carriers := got.snapshot.carriers()
+			carriers := got.carriers()
 			if d := cmp.Diff(want.carriers(), carriers); d != "" {
 				t.Fatalf("seed %d, %s: the carriers' rows differ from the carrier rules (-model +%s):\n%s", seed, v.name, v.name, d)
 			}
@@ -284,7 +284,7 @@ func againstModel(t *testing.T, db *sql.DB, orders []order, currencies map[strin
 	t.Helper()
 	var ros []refOrder
 	for _, o := range orders {
-		ros = append(ros, refOrder{Code: o.Code, User: o.User, Amount: o.Amount, Currency: o.Currency})
+		ros = append(ros, refOrder(o))
 	}
 	rm := newRefModel(ros, currencies)
 	outbox := map[int64][]string{}

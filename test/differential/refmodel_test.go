@@ -1754,8 +1754,8 @@ func TestRefModelExamples(t *testing.T) {
 			m := newRefModel(sc.orders, map[string]string{"paydemo": "CNY"})
 			for i, st := range sc.steps {
 				got := m.Apply(st.ev)
-				if got.Status != st.want.Status || got.Reason != st.want.Reason || got.NoEffect != st.want.NoEffect ||
-					!(len(got.Messages) == 0 && len(st.want.Messages) == 0 || reflect.DeepEqual(got.Messages, st.want.Messages)) {
+				sameMessages := len(got.Messages) == 0 && len(st.want.Messages) == 0 || reflect.DeepEqual(got.Messages, st.want.Messages)
+				if got.Status != st.want.Status || got.Reason != st.want.Reason || got.NoEffect != st.want.NoEffect || !sameMessages {
 					t.Errorf("step %d (log %d): got %s %q noEffect=%v:%s\nwant %s %q noEffect=%v:%s", i+1, st.ev.LogID,
 						got.Status, got.Reason, got.NoEffect, refFormatMsgs(got.Messages),
 						st.want.Status, st.want.Reason, st.want.NoEffect, refFormatMsgs(st.want.Messages))
