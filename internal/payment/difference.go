@@ -20,12 +20,14 @@ func Difference(o *Order, before, after *State, x *Fact, told bool) ([]callback.
 		add(shipMsg(o))
 	}
 	if grew := after.Refunded - before.Refunded; grew > 0 {
+		// This callback's refund or running total when it is the order's
+		// (of the paying payment, or naming none), else the refund of the
+		// paying payment taken last.
 		no := after.LastRefund
-		if (x.Kind == KindRefund || x.Kind == KindTotal) && x.Status == RefundSucceeded && (x.PaymentNo == "" || x.PaymentNo == after.PaymentNo) {
+		if _, ours := after.Refunds[x.Ref]; x.Kind == KindRefund && ours {
 			no = x.Ref
-			if x.Kind == KindTotal {
-				no = totalRef(x)
-			}
+		} else if x.Kind == KindTotal && (x.PaymentNo == "" || x.PaymentNo == after.PaymentNo) {
+			no = totalRef(x)
 		}
 		add(refundedMsg(o, no, grew, after.Refunded, after.Left == 0))
 	}

@@ -394,6 +394,14 @@ func (f *folder) rawRefunded() int64 {
 // payments, refunds and disputes that are not the order's.
 func (f *folder) finish() {
 	s, o := &f.s, f.o
+	// An exception is what the state after the last fact has: a refund
+	// undone after the cancel carries the refund's amount as it is now.
+	for k, e := range s.Exceptions {
+		if r := f.refunds[e.RefundNo]; e.Kind == ExceptionRefundUndoneAfterCancel && r != nil {
+			e.Amount = r.item.Amount
+			s.Exceptions[k] = e
+		}
+	}
 	s.PaymentNo = f.paying
 	if f.paying != "" {
 		t := f.payments[f.paying].paidAt
@@ -496,7 +504,13 @@ func (f *folder) finish() {
 
 // except records e once by what it is about.
 func (f *folder) except(e Exception) {
-	key := e.Kind + "\x00" + e.PaymentNo + "\x00" + e.RefundNo + "\x00" + e.DisputeID + "\x00" + e.status
+	// An exception about a refund or dispute of the order's is that
+	// refund's or dispute's, whichever payment pays the order.
+	about := e.PaymentNo
+	if (e.Kind == ExceptionCurrencyMismatch || e.Kind == ExceptionRefundUndoneAfterCancel) && (e.RefundNo != "" || e.DisputeID != "") {
+		about = ""
+	}
+	key := e.Kind + "\x00" + about + "\x00" + e.RefundNo + "\x00" + e.DisputeID + "\x00" + e.status
 	if e.total {
 		key += "\x00total/" + itoa(e.Amount)
 	}

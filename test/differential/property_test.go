@@ -44,6 +44,11 @@ const (
 // every arrival order (all of them up to 5 events, 40 random ones above).
 func FuzzMoneyInAnyOrder(f *testing.F) {
 	f.Add(int64(propertySeed))
+	// Seeds that once found a disagreement with the model (the rules
+	// behind them rarely meet in one seed's sets): kept in make test.
+	for _, seed := range []int64{1, 2, 3, 6, 7, 8} {
+		f.Add(seed)
+	}
 	if s := os.Getenv("CALLGATE_PROPERTY_SEED"); s != "" {
 		seed, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
@@ -128,8 +133,12 @@ func genFactSet(r *rand.Rand) []callback.PaymentEvent {
 			status := []string{callback.RefundSuccess, callback.RefundSuccess, callback.RefundFailed, callback.RefundReversed}[r.IntN(4)]
 			amount := []int64{200, 300, 500, 1000}[r.IntN(4)]
 			payNo := []string{"P1", "P1", "", "P2"}[r.IntN(4)]
+			currency := "CNY"
+			if r.IntN(8) == 0 {
+				currency = "USD" // another currency than the order's: it never counts
+			}
 			ev := callback.PaymentEvent{Type: callback.TypeRefund, OrderCode: propOrder.OrderCode, PaymentNo: payNo, RefundNo: no,
-				Amount: amount, Currency: "CNY", Status: status, OccurredAt: when()}
+				Amount: amount, Currency: currency, Status: status, OccurredAt: when()}
 			if r.IntN(2) == 0 {
 				ev.InitiatedAt = at(r.IntN(60))
 			}
