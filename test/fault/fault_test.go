@@ -96,7 +96,12 @@ func testBrokerRestart(t *testing.T, batchSize int) {
 	node := useFaultBroker(t)
 	r := newRig(t, rigOpts{BatchSize: batchSize, Orders: n})
 	r.startBoth()
-	l := r.load(loadSpec{Rate: 250})
+	// 100 a second: the load lasts 20s and is still running when the
+	// broker is down, even when stop_app takes seconds on a busy machine
+	// (at 250 a second the load ended 6s after the stop began: a stop_app
+	// that slow leaves no answer in the outage; a CI run beside the HA
+	// scenarios failed here, most likely so).
+	l := r.load(loadSpec{Rate: 100})
 
 	l.waitCompleted(n / 4)
 	before, err := r.counts()
@@ -106,6 +111,7 @@ func testBrokerRestart(t *testing.T, batchSize int) {
 	stopped := time.Now()
 	t.Logf("broker stopped in %s (answered %d, processed %d)", secs(stopped.Sub(stopping)), l.completed.Load(), before.success)
 	answeredAtStop := l.completed.Load()
+	require.False(t, l.isDone(), "the load ended before the broker was down (stop_app took %s): nothing can be answered during the outage", secs(stopped.Sub(stopping)))
 	time.Sleep(10 * time.Second)
 	answeredDuringOutage := l.completed.Load() - answeredAtStop
 	during, err := r.counts()
