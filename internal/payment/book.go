@@ -34,6 +34,9 @@ type Order struct {
 	// WarehouseCancelled: warehouse.cancel was published (once in the
 	// order's life).
 	WarehouseCancelled bool `gorm:"column:warehouse_cancelled"`
+	// HasFacts: the order has facts recorded (read with it, not a column:
+	// the facts of an order without any, a first payment's, are not read).
+	HasFacts bool `gorm:"column:has_facts;->"`
 }
 
 // TableName tells gorm the table.
@@ -56,15 +59,16 @@ func (o *Order) set(s *State, told bool) {
 }
 
 const orderColumns = `order_code, user_id, amount, currency, payment_status, payment_no, paid_at, refunded_amount, chargeback_amount,
-	dispute_status, warehouse_cancelled`
+	dispute_status, warehouse_cancelled,
+	EXISTS (SELECT 1 FROM payment_facts f WHERE f.order_code = orders.order_code) AS has_facts`
 
 // book is what a batch read, and what it changed.
 type book struct {
 	orders map[string]*Order
-	facts  map[string][]Fact // by order
-	keys   map[string]bool   // order \x00 fact key
-	// states are the orders' folds so far, by order.
-	states map[string]*State
+	// read are the orders as read, to write back only what changed.
+	read  map[string]Order
+	facts map[string][]Fact // by order
+	keys  map[string]bool   // order \x00 fact key
 	// byRef maps "kind\x00ref" to the orders facts of that number were
 	// recorded for.
 	byRef map[string][]string
@@ -75,7 +79,7 @@ type book struct {
 }
 
 func newBook() *book {
-	return &book{orders: map[string]*Order{}, facts: map[string][]Fact{}, keys: map[string]bool{}, states: map[string]*State{},
+	return &book{orders: map[string]*Order{}, read: map[string]Order{}, facts: map[string][]Fact{}, keys: map[string]bool{},
 		byRef: map[string][]string{}, seen: map[string]bool{}}
 }
 
@@ -153,6 +157,7 @@ func (b *book) lockOrders(db *gorm.DB, codes []string) error {
 	}
 	for i := range found {
 		b.orders[found[i].OrderCode] = &found[i]
+		b.read[found[i].OrderCode] = found[i]
 	}
 	for _, c := range todo {
 		if _, ok := b.orders[c]; !ok {
@@ -162,13 +167,18 @@ func (b *book) lockOrders(db *gorm.DB, codes []string) error {
 	return nil
 }
 
-// readFacts reads the facts of the locked orders (READ COMMITTED: the
-// latest committed; only a transaction holding its order's lock adds one).
+// readFacts reads the facts of the locked orders that have any (READ
+// COMMITTED: the latest committed; only a transaction holding its order's
+// lock adds one, so has_facts, read with the lock, is still true).
 func (b *book) readFacts(db *gorm.DB) error {
 	var codes []string
 	for c, o := range b.orders {
 		if o != nil {
 			if _, ok := b.facts[c]; !ok {
+				if !o.HasFacts {
+					b.facts[c] = nil
+					continue
+				}
 				codes = append(codes, c)
 				b.facts[c] = nil
 			}
@@ -192,61 +202,72 @@ func (b *book) readFacts(db *gorm.DB) error {
 func (b *book) write(db *gorm.DB) error {
 	if len(b.newFacts) > 0 {
 		cols := []string{"order_code", "fact_key", "kind", "ref", "payment_no", "status", "amount", "currency", "reason", "occurred_at",
-			"initiated_at", "source", "callback_log_id", "received_at", "created_at"}
-		one := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + ")"
+			"initiated_at", "source", "callback_log_id", "received_at"}
+		// created_at: the database's UTC clock (the connection's time
+		// zone is UTC), one argument less per fact.
+		one := "(" + strings.Repeat("?, ", len(cols)) + "UTC_TIMESTAMP(6))"
 		var q strings.Builder
-		q.WriteString("INSERT INTO payment_facts (" + strings.Join(cols, ", ") + ") VALUES ")
+		q.WriteString("INSERT INTO payment_facts (" + strings.Join(cols, ", ") + ", created_at) VALUES ")
 		args := make([]any, 0, len(cols)*len(b.newFacts))
-		now := time.Now().UTC().Truncate(time.Microsecond)
 		for i, f := range b.newFacts {
 			if i > 0 {
 				q.WriteByte(',')
 			}
 			q.WriteString(one)
 			args = append(args, f.OrderCode, f.Key, f.Kind, f.Ref, f.PaymentNo, f.Status, f.Amount, f.Currency, f.Reason, f.OccurredAt,
-				f.InitiatedAt, f.Source, f.CallbackLogID, f.ReceivedAt, now)
+				f.InitiatedAt, f.Source, f.CallbackLogID, f.ReceivedAt)
 		}
 		if err := db.Exec(q.String(), args...).Error; err != nil {
 			return fmt.Errorf("error recording payment facts: %w", err)
 		}
 	}
-	return writeOrders(db, b.changed)
+	return writeOrders(db, b.changed, b.read)
 }
 
-// writeOrders stores the money columns of orders in one statement.
-func writeOrders(db *gorm.DB, orders []*Order) error {
-	if len(orders) == 0 {
+// orderColumn is a money column of orders and its value in a row.
+type orderColumn struct {
+	name  string
+	value func(o *Order) any
+}
+
+var moneyColumns = []orderColumn{
+	{"payment_status", func(o *Order) any { return o.PaymentStatus }},
+	{"payment_no", func(o *Order) any { return o.PaymentNo }},
+	{"paid_at", func(o *Order) any { return o.PaidAt }},
+	{"refunded_amount", func(o *Order) any { return o.RefundedAmount }},
+	{"chargeback_amount", func(o *Order) any { return o.ChargebackAmount }},
+	{"dispute_status", func(o *Order) any { return o.DisputeStatus }},
+	{"warehouse_cancelled", func(o *Order) any { return o.WarehouseCancelled }},
+}
+
+// writeOrders stores the money columns of orders in one statement: the
+// columns some order changed since it was read (a first payment changes
+// three of seven).
+func writeOrders(db *gorm.DB, orders []*Order, read map[string]Order) error {
+	var cols []orderColumn
+	for _, c := range moneyColumns {
+		for _, o := range orders {
+			r, ok := read[o.OrderCode]
+			if !ok || !sameValue(c.value(o), c.value(&r)) {
+				cols = append(cols, c)
+				break
+			}
+		}
+	}
+	if len(cols) == 0 {
 		return nil
 	}
 	var q strings.Builder
-	cols := []string{"payment_status", "payment_no", "paid_at", "refunded_amount", "chargeback_amount", "dispute_status", "warehouse_cancelled"}
 	args := make([]any, 0, (2*len(cols)+1)*len(orders))
 	q.WriteString("UPDATE orders SET")
 	for i, col := range cols {
 		if i > 0 {
 			q.WriteString(" END,")
 		}
-		q.WriteString(" " + col + " = CASE order_code")
+		q.WriteString(" " + col.name + " = CASE order_code")
 		for _, o := range orders {
 			q.WriteString(" WHEN ? THEN ?")
-			var v any
-			switch col {
-			case "payment_status":
-				v = o.PaymentStatus
-			case "payment_no":
-				v = o.PaymentNo
-			case "paid_at":
-				v = o.PaidAt
-			case "refunded_amount":
-				v = o.RefundedAmount
-			case "chargeback_amount":
-				v = o.ChargebackAmount
-			case "dispute_status":
-				v = o.DisputeStatus
-			case "warehouse_cancelled":
-				v = o.WarehouseCancelled
-			}
-			args = append(args, o.OrderCode, v)
+			args = append(args, o.OrderCode, col.value(o))
 		}
 	}
 	q.WriteString(" END WHERE order_code IN ?")
@@ -259,4 +280,17 @@ func writeOrders(db *gorm.DB, orders []*Order) error {
 		return fmt.Errorf("error updating orders: %w", err)
 	}
 	return nil
+}
+
+// sameValue compares two column values, through their pointers.
+func sameValue(a, b any) bool {
+	switch x := a.(type) {
+	case *string:
+		y := b.(*string)
+		return x == nil && y == nil || x != nil && y != nil && *x == *y
+	case *time.Time:
+		y := b.(*time.Time)
+		return x == nil && y == nil || x != nil && y != nil && x.Equal(*y)
+	}
+	return a == b
 }
