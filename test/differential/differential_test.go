@@ -328,19 +328,8 @@ func againstModel(t *testing.T, db *sql.DB, orders []order, currencies map[strin
 				out.Status, out.Reason, want, status, lastErr, got))
 		}
 	})
-	each(t, db, `SELECT order_code, payment_status, COALESCE(payment_no, ''), paid_at, refunded_amount, chargeback_amount,
-			COALESCE(dispute_status, ''), warehouse_cancelled FROM orders ORDER BY order_code`, func(rows *sql.Rows) {
-		var code, status, no, dispute string
-		var paidAt sql.NullTime
-		var refunded, chargeback int64
-		var cancelled bool
-		require.NoError(t, rows.Scan(&code, &status, &no, &paidAt, &refunded, &chargeback, &dispute, &cancelled))
+	eachOrder(t, db, func(code string, got refOrderRow) {
 		row := rm.Row(code)
-		got := refOrderRow{Status: status, PaymentNo: no, Refunded: refunded, Chargeback: chargeback, DisputeStatus: dispute, WarehouseCancelled: cancelled}
-		if paidAt.Valid {
-			at := paidAt.Time.UTC()
-			got.PaidAt = &at
-		}
 		if row.PaidAt != nil {
 			at := row.PaidAt.UTC().Truncate(time.Microsecond)
 			row.PaidAt = &at
@@ -385,6 +374,24 @@ func each(t *testing.T, db *sql.DB, query string, scan func(*sql.Rows)) {
 		scan(rows)
 	}
 	require.NoError(t, rows.Err())
+}
+
+// eachOrder calls f with each orders row in code order, as a model row
+// (paid_at in UTC).
+func eachOrder(t *testing.T, db *sql.DB, f func(code string, o refOrderRow)) {
+	t.Helper()
+	each(t, db, `SELECT order_code, payment_status, COALESCE(payment_no, ''), paid_at, refunded_amount, chargeback_amount,
+			COALESCE(dispute_status, ''), warehouse_cancelled FROM orders ORDER BY order_code`, func(rows *sql.Rows) {
+		var code string
+		var o refOrderRow
+		var paidAt sql.NullTime
+		require.NoError(t, rows.Scan(&code, &o.Status, &o.PaymentNo, &paidAt, &o.Refunded, &o.Chargeback, &o.DisputeStatus, &o.WarehouseCancelled))
+		if paidAt.Valid {
+			at := paidAt.Time.UTC()
+			o.PaidAt = &at
+		}
+		f(code, o)
+	})
 }
 
 // snap reads what a run left.
@@ -434,19 +441,13 @@ func snap(t *testing.T, db *sql.DB, m *model) result {
 			r.Attempts = append(r.Attempts, fmt.Sprintf("%s #%d: %s", names[id], i+1, a))
 		}
 	}
-	each(t, db, `SELECT order_code, payment_status, COALESCE(payment_no, ''), paid_at, refunded_amount, chargeback_amount,
-			COALESCE(dispute_status, ''), warehouse_cancelled FROM orders ORDER BY order_code`, func(rows *sql.Rows) {
-		var code, status, no, dispute string
-		var paidAt sql.NullTime
-		var refunded, chargeback int64
-		var cancelled bool
-		require.NoError(t, rows.Scan(&code, &status, &no, &paidAt, &refunded, &chargeback, &dispute, &cancelled))
+	eachOrder(t, db, func(code string, o refOrderRow) {
 		at := ""
-		if paidAt.Valid {
-			at = paidAt.Time.UTC().Format(time.RFC3339Nano)
+		if o.PaidAt != nil {
+			at = o.PaidAt.Format(time.RFC3339Nano)
 		}
-		r.Orders = append(r.Orders, fmt.Sprintf("%s %s %s %s refunded=%d chargeback=%d dispute=%s cancelled=%t", code, status, no, at, refunded,
-			chargeback, dispute, cancelled))
+		r.Orders = append(r.Orders, fmt.Sprintf("%s %s %s %s refunded=%d chargeback=%d dispute=%s cancelled=%t", code, o.Status, o.PaymentNo, at,
+			o.Refunded, o.Chargeback, o.DisputeStatus, o.WarehouseCancelled))
 	})
 	// The facts, without when callgate received them (each run receives
 	// at its own time): what was reported, and the platform's time.
