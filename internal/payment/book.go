@@ -175,12 +175,10 @@ func (b *book) readFacts(db *gorm.DB) error {
 	for c, o := range b.orders {
 		if o != nil {
 			if _, ok := b.facts[c]; !ok {
-				if !o.HasFacts {
-					b.facts[c] = nil
-					continue
-				}
-				codes = append(codes, c)
 				b.facts[c] = nil
+				if o.HasFacts {
+					codes = append(codes, c)
+				}
 			}
 		}
 	}
@@ -203,8 +201,8 @@ func (b *book) write(db *gorm.DB) error {
 	if len(b.newFacts) > 0 {
 		cols := []string{"order_code", "fact_key", "kind", "ref", "payment_no", "status", "amount", "currency", "reason", "occurred_at",
 			"initiated_at", "source", "callback_log_id", "received_at"}
-		// created_at: the database's UTC clock (the connection's time
-		// zone is UTC), one argument less per fact.
+		// created_at: the database's clock in UTC, one argument less per
+		// fact.
 		one := "(" + strings.Repeat("?, ", len(cols)) + "UTC_TIMESTAMP(6))"
 		var q strings.Builder
 		q.WriteString("INSERT INTO payment_facts (" + strings.Join(cols, ", ") + ", created_at) VALUES ")
