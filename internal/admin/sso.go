@@ -10,6 +10,8 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/time/rate"
+
+	"callgate/internal/outbound"
 )
 
 // Single sign-on: OpenID Connect's authorization code flow with PKCE,
@@ -108,7 +110,7 @@ func NewSSO(cfg SSOConfig, log *slog.Logger) *SSO {
 	}
 	m := hmac.New(sha256.New, []byte(cfg.ClientSecret))
 	m.Write([]byte("callgate-oidc-flow\x00" + cfg.Issuer + "\x00" + cfg.ClientID))
-	return &SSO{cfg: cfg, log: log, client: &http.Client{Timeout: ssoHTTPTimeout}, flowKey: m.Sum(nil),
+	return &SSO{cfg: cfg, log: log, client: outbound.Client(outbound.Options{Timeout: ssoHTTPTimeout}), flowKey: m.Sum(nil),
 		exchanges: rate.NewLimiter(ssoExchangeRate, ssoExchangeBurst)}
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"callgate/internal/admin"
+	"callgate/internal/outbound"
 	"callgate/internal/source"
 	"callgate/internal/store"
 	"errors"
@@ -183,11 +184,8 @@ func httpURL(s string) error {
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return fmt.Errorf("want an absolute https URL, got %q", s)
 	}
-	if u.Scheme == "http" {
-		host := u.Hostname()
-		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			return fmt.Errorf("want https (http only to localhost or a loopback address), got %q", s)
-		}
+	if outbound.CheckURL(u) != nil {
+		return fmt.Errorf("want https (http only to localhost or a loopback address), got %q", s)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"callgate/internal/callback"
+	"callgate/internal/outbound"
 	"callgate/internal/platform"
 	"callgate/internal/source"
 )
@@ -77,7 +78,7 @@ func NewAlipay(cfg AlipayConfig) (*Alipay, error) {
 	}
 	hc := cfg.HTTP
 	if hc == nil {
-		hc = &http.Client{Timeout: queryTimeout}
+		hc = outbound.Client(outbound.Options{Timeout: queryTimeout, MaxAnswerBytes: maxAnswerBytes})
 	}
 	return &Alipay{appID: cfg.AppID, key: key, gateway: gw, verifier: cfg.Verifier, http: hc, now: time.Now}, nil
 }

@@ -10,8 +10,8 @@ import (
 )
 
 // postForm POSTs form to u as contentType and returns the answer's body
-// (at most maxAnswerBytes) and headers; an answer other than 200 is
-// ErrRefused. Alipay's gateway and Kuaidi100's query are both asked so.
+// and headers (the client's transport bounds its size); an answer other
+// than 200 is ErrRefused. Alipay's gateway and Kuaidi100's query are both asked so.
 func postForm(ctx context.Context, hc *http.Client, u, contentType string, form url.Values) ([]byte, http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(form.Encode()))
 	if err != nil {
@@ -23,7 +23,7 @@ func postForm(ctx context.Context, hc *http.Client, u, contentType string, form 
 		return nil, nil, err
 	}
 	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxAnswerBytes))
+	body, err := io.ReadAll(res.Body)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"callgate/internal/callback"
+	"callgate/internal/outbound"
 	"callgate/internal/platform"
 	"callgate/internal/source"
 	"callgate/internal/store"
@@ -54,7 +55,7 @@ func NewKuaidi100(cfg Kuaidi100Config) (*Kuaidi100, error) {
 	}
 	hc := cfg.HTTP
 	if hc == nil {
-		hc = &http.Client{Timeout: queryTimeout}
+		hc = outbound.Client(outbound.Options{Timeout: queryTimeout, MaxAnswerBytes: maxAnswerBytes})
 	}
 	return &Kuaidi100{customer: cfg.Customer, key: cfg.Key, url: base + "/poll/query.do", http: hc}, nil
 }

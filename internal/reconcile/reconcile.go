@@ -27,6 +27,7 @@ import (
 
 	"callgate/internal/callback"
 	"callgate/internal/intake"
+	"callgate/internal/outbound"
 	"callgate/internal/platform"
 	"callgate/internal/store"
 	"callgate/internal/tracing"
@@ -299,7 +300,7 @@ func (j *Job) ask(ctx context.Context, cfg Config, src *Source, o store.DueOrder
 	res := store.ReconcileResult{Order: o.Code, Source: src.Name, Queries: o.Queries + 1, Outcome: rep.Outcome,
 		NextAt: now.Add(cfg.wait(o.Queries + 1))}
 	if rep.Err != nil {
-		res.Error = rep.Err.Error()
+		res.Error = outbound.Describe(rep.Err)
 	}
 	if len(rep.Stored) > 0 {
 		res.FoundLogID = rep.Stored[0].LogID

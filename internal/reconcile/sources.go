@@ -3,11 +3,8 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"net/url"
-	"strings"
 
+	"callgate/internal/outbound"
 	"callgate/internal/platform"
 	"callgate/internal/source"
 )
@@ -82,28 +79,4 @@ func notAsked(preset string) string {
 // apiBase checks a platform's API URL (env names its setting): https, or
 // http to a loopback address only (a local simulator): an answer is
 // believed only from the platform, and Kuaidi100's are not even signed.
-func apiBase(env, raw, def string) (string, error) {
-	base := strings.TrimRight(strings.TrimSpace(raw), "/")
-	if base == "" {
-		base = def
-	}
-	u, err := url.ParseRequestURI(base)
-	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("%s %q is not a URL", env, base)
-	}
-	switch {
-	case u.Scheme == "https":
-	case u.Scheme == "http" && isLoopback(u.Hostname()):
-	default:
-		return "", fmt.Errorf("%s %q: the platform's API is asked over https only (http to a loopback address for a local simulator)", env, base)
-	}
-	return base, nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+func apiBase(env, raw, def string) (string, error) { return outbound.Base(env, raw, def) }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"callgate/internal/callback"
+	"callgate/internal/outbound"
 	"callgate/internal/platform"
 	"callgate/internal/source"
 )
@@ -81,7 +82,7 @@ func NewStripe(cfg StripeConfig) (*Stripe, error) {
 	s := &Stripe{}
 	hc := cfg.HTTP
 	if hc == nil {
-		hc = &http.Client{Timeout: queryTimeout}
+		hc = outbound.Client(outbound.Options{Timeout: queryTimeout, MaxAnswerBytes: maxAnswerBytes})
 	}
 	// Each page waits for the source's rate.
 	limited := *hc

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"callgate/internal/outbound"
 	"callgate/internal/platform"
 	"callgate/internal/store"
 )
@@ -80,7 +81,7 @@ func (j *Job) askWaybill(ctx context.Context, cfg Config, src *Source, silent ti
 	now := j.now().UTC()
 	res := store.ReconcileResult{Order: w.WaybillNo, Source: src.Name, Queries: w.Queries + 1, Outcome: rep.Outcome, NextAt: now.Add(silent)}
 	if rep.Err != nil {
-		res.Error = rep.Err.Error()
+		res.Error = outbound.Describe(rep.Err)
 	}
 	for _, s := range rep.Stored {
 		if !s.Duplicate && s.LogID != 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/wechatpay-apiv3/wechatpay-go/core/option"
 	"github.com/wechatpay-apiv3/wechatpay-go/utils"
 
+	"callgate/internal/outbound"
 	"callgate/internal/platform"
 )
 
@@ -62,7 +63,7 @@ func NewWeChatPay(ctx context.Context, cfg WeChatPayConfig) (*WeChatPay, error) 
 	}
 	hc := cfg.HTTP
 	if hc == nil {
-		hc = &http.Client{Timeout: queryTimeout}
+		hc = outbound.Client(outbound.Options{Timeout: queryTimeout, MaxAnswerBytes: maxAnswerBytes})
 	}
 	client, err := core.NewClient(ctx,
 		option.WithMerchantCredential(cfg.MchID, cfg.Serial, key),
@@ -93,6 +94,8 @@ func (w *WeChatPay) Query(ctx context.Context, order string) (Answer, error) {
 			return Answer{NotFound: true}, nil
 		}
 		return Answer{}, fmt.Errorf("%w: %d %s %s", ErrRefused, apiErr.StatusCode, apiErr.Code, apiErr.Message)
+	case outbound.Refused(err):
+		return Answer{}, err
 	case err != nil && res != nil && res.Response != nil:
 		// The answer came (2xx) and its validation failed.
 		return Answer{}, fmt.Errorf("%w: %w", ErrBadSignature, err)

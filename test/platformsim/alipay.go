@@ -31,6 +31,7 @@ import (
 // is a signed 40004 ACQ.TRADE_NOT_EXIST.
 type Alipay struct {
 	URL string
+	misbehaving
 
 	appID  string
 	app    *rsa.PublicKey
@@ -64,7 +65,7 @@ func (s *Alipay) EscapeSlashes(on bool) {
 func StartAlipay(t testing.TB, appID string, app *rsa.PublicKey, alipay *rsa.PrivateKey) *Alipay {
 	t.Helper()
 	s := &Alipay{appID: appID, app: app, alipay: alipay, trades: map[string]map[string]string{}}
-	srv := httptest.NewServer(http.HandlerFunc(s.serve))
+	srv := httptest.NewServer(s.wrap(http.HandlerFunc(s.serve)))
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL + "/gateway.do"
 	return s

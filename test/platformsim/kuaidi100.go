@@ -19,6 +19,7 @@ import (
 // Kuaidi100 signs no answer.
 type Kuaidi100 struct {
 	URL string
+	misbehaving
 
 	customer, key string
 
@@ -41,7 +42,7 @@ func (s *Kuaidi100) AnswerAnyCarrier(on bool) {
 func StartKuaidi100(t testing.TB, customer, key string) *Kuaidi100 {
 	t.Helper()
 	s := &Kuaidi100{customer: customer, key: key, waybills: map[string]map[string]any{}}
-	srv := httptest.NewServer(http.HandlerFunc(s.serve))
+	srv := httptest.NewServer(s.wrap(http.HandlerFunc(s.serve)))
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
 	return s

@@ -27,6 +27,7 @@ import (
 // added: the same JSON a test signs and posts as the webhook.
 type Stripe struct {
 	URL string
+	misbehaving
 
 	key string
 
@@ -50,7 +51,7 @@ type stripeEvent struct {
 func StartStripe(t testing.TB, key string) *Stripe {
 	t.Helper()
 	s := &Stripe{key: key}
-	srv := httptest.NewServer(http.HandlerFunc(s.serve))
+	srv := httptest.NewServer(s.wrap(http.HandlerFunc(s.serve)))
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
 	return s

@@ -35,6 +35,7 @@ import (
 // certificates download, is wechatpay_certs.go's.
 type WeChatPay struct {
 	URL string
+	misbehaving
 
 	mchID, mchSerial string
 	merchant         *rsa.PublicKey
@@ -59,7 +60,7 @@ func StartWeChatPay(t testing.TB, mchID, mchSerial string, merchant *rsa.PublicK
 	t.Helper()
 	s := &WeChatPay{mchID: mchID, mchSerial: mchSerial, merchant: merchant, platform: platform, keyID: keyID,
 		orders: map[string]map[string]any{}}
-	srv := httptest.NewServer(http.HandlerFunc(s.serve))
+	srv := httptest.NewServer(s.wrap(http.HandlerFunc(s.serve)))
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
 	return s
