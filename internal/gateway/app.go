@@ -118,11 +118,12 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 
 	m := metrics.New("gateway")
 	// WeChat Pay platform certificates renew themselves in the background
-	// (a source with certificates and the merchant's credentials): the
-	// start never waits for WeChat Pay.
+	// (a source with certificates and the merchant's credentials), from
+	// those stored in MySQL by any process: the start never waits for
+	// WeChat Pay.
 	certsCtx, stopCerts := context.WithCancel(ctx)
 	defer stopCerts()
-	if _, err := wechatcerts.Start(certsCtx, cfg.Sources, presetsOf(sources), log, m); err != nil {
+	if _, err := wechatcerts.Start(certsCtx, cfg.Sources, presetsOf(sources), st, log, m); err != nil {
 		return err
 	}
 	topo := broker.NewTopology(cfg.AMQP, kinds.Names())

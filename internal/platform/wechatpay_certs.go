@@ -15,7 +15,8 @@ import (
 // wechatpay-v3 source verifies with are the configured ones (public_keys,
 // certificates: never dropped, whatever their dates) plus the platform
 // certificates downloaded from WeChat Pay's /v3/certificates
-// (internal/wechatcerts), each held until it expires. Readers (every
+// (internal/wechatcerts; stored in MySQL, so a process also holds those
+// another one downloaded), each held until it expires. Readers (every
 // notification, every query answer) take the current set with one atomic
 // load; a download builds a whole new set and swaps it in, so a reader
 // never sees half of one.
@@ -28,8 +29,9 @@ type PlatformCertificates interface {
 	// certificates (platform.certificates set): only then are they renewed.
 	UsesCertificates() bool
 	// SetDownloadedCertificates makes certs (already decrypted, checked
-	// against their serial_no and verified as WeChat Pay's answer) the
-	// downloaded certificates, replacing those of the previous download.
+	// against their serial_no and verified as WeChat Pay's answer, or read
+	// from what such a download stored) the downloaded certificates,
+	// replacing those of the previous download.
 	// A certificate expired at now is left out, and so is one whose serial
 	// a configured key already holds with another key (the configuration
 	// wins); skipped says why each was left out. held is the number of

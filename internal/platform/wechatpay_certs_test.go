@@ -16,11 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"callgate/internal/config"
+	"callgate/internal/metrics"
 	"callgate/internal/platform"
 	"callgate/internal/testenv"
+	"callgate/internal/worker"
 	"callgate/test/platformsim"
 )
 
@@ -39,15 +42,31 @@ func hexSerial(n *big.Int) string { return strings.ToUpper(n.Text(16)) }
 
 func startWeChatCerts(t *testing.T, certA string) *wechatCerts {
 	t.Helper()
+	sim := startWeChatCertsSim(t, certA)
+	cfg := platform.Config{MchID: wechatMchID, APIv3Key: wechatAPIv3Key, Certificates: []string{certA}}
+	p := testenv.StartPlatform(t, "wechatpay", cfg, wechatMerchant(t, sim))
+	return &wechatCerts{Platform: p, sim: sim}
+}
+
+// startWeChatCertsSim is WeChat Pay signing as certificate A (test key 0)
+// and listing certA; the merchant's API key is test key 1.
+func startWeChatCertsSim(t *testing.T, certA string) *platformsim.WeChatPay {
+	t.Helper()
 	keys := testenv.RSAKeys()
 	sim := platformsim.StartWeChatPay(t, wechatMchID, wechatMchSerial, &keys[1].PublicKey, keys[0], hexSerial(wechatSerialA))
 	sim.SetCertificates(wechatAPIv3Key, certA)
+	return sim
+}
+
+// wechatMerchant gives the wechatpay source the merchant's credentials
+// (test key 1) against sim, downloading every 200 ms.
+func wechatMerchant(t *testing.T, sim *platformsim.WeChatPay) func(*config.Config) {
+	t.Helper()
 	keyFile := filepath.Join(t.TempDir(), "apiclient_key.pem")
-	der, err := x509.MarshalPKCS8PrivateKey(keys[1])
+	der, err := x509.MarshalPKCS8PrivateKey(testenv.RSAKeys()[1])
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600))
-	cfg := platform.Config{MchID: wechatMchID, APIv3Key: wechatAPIv3Key, Certificates: []string{certA}}
-	p := testenv.StartPlatform(t, "wechatpay", cfg, func(c *config.Config) {
+	return func(c *config.Config) {
 		for i := range c.Sources {
 			if c.Sources[i].Name == "wechatpay" {
 				c.Sources[i].Reconcile.PrivateKeyFile = keyFile
@@ -56,8 +75,7 @@ func startWeChatCerts(t *testing.T, certA string) *wechatCerts {
 				c.Sources[i].Reconcile.CertificatesRefresh = 200 * time.Millisecond
 			}
 		}
-	})
-	return &wechatCerts{Platform: p, sim: sim}
+	}
 }
 
 // metric reads one series of the gateway's /metrics (0 when absent).
@@ -205,4 +223,91 @@ func TestWeChatPayPlatformCertificatesRenew(t *testing.T) {
 	require.Equal(t, 3, w.held(t))
 	require.Zero(t, w.sim.Refusals(), "every download was signed as WeChat Pay checks it")
 	require.Equal(t, 9, w.Callbacks(t, "wechatpay"), "the accepted notifications, each stored once")
+}
+
+// wechatProcesses is a gateway and a worker of one configuration, that
+// can be stopped and started again (a restart: nothing held in memory
+// survives it).
+type wechatProcesses struct {
+	*wechatCerts
+	worker *testenv.Worker
+	wm     *metrics.Metrics // the worker's series
+}
+
+func startWeChatProcesses(t *testing.T, cfg *config.Config, sim *platformsim.WeChatPay, st *testenv.TestStore) *wechatProcesses {
+	t.Helper()
+	gw := testenv.StartGateway(t, cfg)
+	gw.WaitReady(t)
+	wm := metrics.New("worker")
+	wk := testenv.StartWorker(t, cfg, worker.Options{Metrics: wm})
+	return &wechatProcesses{wechatCerts: &wechatCerts{Platform: &testenv.Platform{Cfg: cfg, GW: gw, St: st}, sim: sim}, worker: wk, wm: wm}
+}
+
+func (p *wechatProcesses) stop(t *testing.T) {
+	t.Helper()
+	require.NoError(t, p.GW.Stop())
+	require.NoError(t, p.worker.Stop())
+}
+
+// workerRefreshes counts the worker's downloads of outcome.
+func (p *wechatProcesses) workerRefreshes(outcome string) int {
+	return int(testutil.ToFloat64(p.wm.WeChatPayCertRefreshes.WithLabelValues("wechatpay", outcome)))
+}
+
+// TestWeChatPayCertificateSwitchSurvivesRestarts (issue 38): WeChat Pay
+// switches to a new platform certificate B while the gateway and the
+// worker are down, and no longer lists A. Started again with only A
+// configured, both believe the first download (B's certificate decrypts
+// with the APIv3 key and signs the answer), and a notification signed with
+// B is accepted, stored and processed: no configuration change. (Before,
+// a download was believed only signed by a key held: refused as
+// bad_signature, and every notification signed with B answered 401, for
+// good.) Restarted again while WeChat Pay cannot be reached, they verify
+// with B from what was stored in MySQL.
+func TestWeChatPayCertificateSwitchSurvivesRestarts(t *testing.T) {
+	keys := testenv.RSAKeys()
+	now := time.Now()
+	certA := platformsim.WeChatPayCertificate(keys[0], wechatSerialA, now.Add(-time.Hour), now.Add(24*time.Hour))
+	certB := platformsim.WeChatPayCertificate(keys[3], wechatSerialB, now.Add(-time.Minute), now.Add(5*24*time.Hour))
+	a, b := hexSerial(wechatSerialA), hexSerial(wechatSerialB)
+	sim := startWeChatCertsSim(t, certA)
+	cfg := testenv.Config(t, testenv.WithPlatform("wechatpay", platform.Config{MchID: wechatMchID, APIv3Key: wechatAPIv3Key,
+		Certificates: []string{certA}}), wechatMerchant(t, sim))
+	st := testenv.Store(t, cfg)
+
+	p := startWeChatProcesses(t, cfg, sim, st)
+	require.Eventually(t, func() bool { return p.refreshes(t, "ok") >= 1 }, 15*time.Second, 20*time.Millisecond)
+	p.accepted(t, "EV-SWITCH-A1", keys[0], a)
+	p.stop(t)
+
+	// The switch, while nothing runs: B signs, A is no longer listed.
+	sim.SignAs(keys[3], b)
+	sim.SetCertificates(wechatAPIv3Key, certB)
+
+	p = startWeChatProcesses(t, cfg, sim, st)
+	require.Eventually(t, func() bool {
+		return p.refreshes(t, "ok") >= 1 || p.refreshes(t, "bad_signature") >= 2
+	}, 15*time.Second, 20*time.Millisecond)
+	require.Zero(t, p.refreshes(t, "bad_signature"), "the gateway refused WeChat Pay's download signed by its new certificate")
+	require.Eventually(t, func() bool { return p.workerRefreshes("ok") >= 1 || p.workerRefreshes("bad_signature") >= 2 },
+		15*time.Second, 20*time.Millisecond)
+	require.Zero(t, p.workerRefreshes("bad_signature"), "the worker refused WeChat Pay's download signed by its new certificate")
+	require.Equal(t, 2, p.held(t), "A (configured) and B")
+	require.InDelta(t, 2, testutil.ToFloat64(p.wm.WeChatPayCertsHeld.WithLabelValues("wechatpay")), 0, "the worker holds B too")
+	p.accepted(t, "EV-SWITCH-B1", keys[3], b)
+	var rows []string
+	require.NoError(t, st.DB.Table("wechatpay_certificates").Where("mchid = ?", wechatMchID).Pluck("serial_no", &rows).Error)
+	require.Equal(t, []string{b}, rows, "the download is stored for every process")
+	p.stop(t)
+
+	// Restarted while WeChat Pay cannot be reached: B from MySQL, at once.
+	sim.Down(true)
+	p = startWeChatProcesses(t, cfg, sim, st)
+	p.accepted(t, "EV-SWITCH-B2", keys[3], b)
+	require.Zero(t, p.refreshes(t, "ok"))
+	require.Eventually(t, func() bool { return p.workerRefreshes("unreachable") >= 1 }, 15*time.Second, 20*time.Millisecond)
+	require.InDelta(t, 2, testutil.ToFloat64(p.wm.WeChatPayCertsHeld.WithLabelValues("wechatpay")), 0, "the worker holds B from MySQL")
+	sim.Down(false)
+	require.Zero(t, sim.Refusals())
+	require.Equal(t, 3, p.Callbacks(t, "wechatpay"), "the accepted notifications, each stored once")
 }

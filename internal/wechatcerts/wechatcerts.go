@@ -7,26 +7,40 @@
 //
 // The request goes through WeChat Pay's own Go SDK
 // (github.com/wechatpay-apiv3/wechatpay-go): its client signs it
-// (WECHATPAY2-SHA256-RSA2048 with the merchant's API private key) and its
-// validator checks the answer's Wechatpay-Timestamp and
-// Wechatpay-Signature, by the keys the source already trusts (the
-// configured ones and the certificates of earlier downloads), never by a
-// certificate of the answer itself. Each certificate is decrypted with the
-// APIv3 key (utils.DecryptAES256GCM) and must carry the serial the answer
-// gives it. The SDK's own core/downloader is not used: its URL is fixed to
-// api.mch.weixin.qq.com, its first download verifies nothing (a
-// NullValidator), it keeps expired certificates and does not check the
-// serials.
+// (WECHATPAY2-SHA256-RSA2048 with the merchant's API private key). The
+// answer is believed as the SDK's core/downloader believes it: each
+// certificate must decrypt with the merchant's APIv3 key
+// (utils.DecryptAES256GCM: AEAD_AES_256_GCM, which only WeChat Pay and the
+// merchant can seal) and carry the serial the answer gives it; then the
+// SDK's response validator checks the answer's Wechatpay-Timestamp and
+// Wechatpay-Signature by the key Wechatpay-Serial names, among the keys
+// the source already holds and the certificates just decrypted. So a
+// process started after WeChat Pay began to sign with a certificate it
+// does not hold yet still takes it (a signature by held keys only locked
+// such a process out for good). The SDK's downloader itself is not used:
+// its URL is fixed to api.mch.weixin.qq.com, its first download verifies
+// no signature (a NullValidator), it keeps expired certificates and does
+// not check the serials.
+//
+// What a download believed lists is stored in MySQL (Store,
+// wechatpay_certificates), replacing the merchant's earlier list: every
+// gateway and worker loads it at start beside the configured
+// certificates, and again after a download that fails, so a process
+// verifies at once with the certificates another one downloaded, and while
+// WeChat Pay cannot be reached.
 //
 // A download that fails (unreachable, refused, a signature that does not
 // hold, an answer that does not decrypt or lists no valid certificate)
-// changes nothing: the certificates held stay, a WARN says why, the
-// outcome is counted (callgate_wechatpay_certificates_refresh_total), and
-// the next try is sooner than the interval.
+// changes nothing it believed before: the certificates held stay (with
+// those stored since by another process), a WARN says why, the outcome is
+// counted (callgate_wechatpay_certificates_refresh_total), and the next
+// try is sooner than the interval.
 package wechatcerts
 
 import (
+	"bytes"
 	"context"
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -35,18 +49,20 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/wechatpay-apiv3/wechatpay-go/core"
+	"github.com/wechatpay-apiv3/wechatpay-go/core/auth/validators"
 	"github.com/wechatpay-apiv3/wechatpay-go/core/option"
 	"github.com/wechatpay-apiv3/wechatpay-go/utils"
 
 	"callgate/internal/metrics"
+	"callgate/internal/outbound"
 	"callgate/internal/platform"
 	"callgate/internal/signature"
 	"callgate/internal/source"
+	"callgate/internal/store"
 )
 
 const (
@@ -58,6 +74,9 @@ const (
 	apiBase = "https://api.mch.weixin.qq.com"
 	// downloadTimeout bounds one download.
 	downloadTimeout = 30 * time.Second
+	// storeTimeout bounds one reading or writing of the stored
+	// certificates.
+	storeTimeout = 10 * time.Second
 	// maxAnswerBytes bounds the answer read.
 	maxAnswerBytes = 1 << 20
 	preset         = "wechatpay-v3"
@@ -72,6 +91,13 @@ const (
 	OutcomeInvalid      = "invalid"
 )
 
+// Store keeps the certificates of the downloads believed, per merchant,
+// for every process (*store.Store).
+type Store interface {
+	WeChatPayCertificates(ctx context.Context, mchID string, now time.Time) ([]store.WeChatPayCertificate, error)
+	SaveWeChatPayCertificates(ctx context.Context, mchID string, certs []store.WeChatPayCertificate, at time.Time) error
+}
+
 // Refresher downloads one source's platform certificates.
 type Refresher struct {
 	Source   string
@@ -80,10 +106,17 @@ type Refresher struct {
 	Log      *slog.Logger
 	Metrics  *metrics.Metrics // nil: not counted
 	Now      func() time.Time
+	// Store keeps what a download believed for the other processes and the
+	// next start (nil: held in memory only).
+	Store Store
 
 	client   *core.Client
 	url      string
+	mchID    string
 	apiv3Key string
+	// last is what the last download believed listed (at start: what was
+	// stored): the certificates a failed download keeps.
+	last []*x509.Certificate
 }
 
 // New builds the refresher of source s, whose preset is certs, from its
@@ -99,19 +132,20 @@ func New(ctx context.Context, s source.Config, certs platform.PlatformCertificat
 	if err != nil {
 		return nil, fmt.Errorf("reconcile.private_key_file (WECHATPAY_MCH_PRIVATE_KEY_FILE): %w", err)
 	}
-	base := strings.TrimRight(rc.APIBase, "/")
-	if base == "" {
-		base = apiBase
-	}
-	if _, err := url.ParseRequestURI(base); err != nil {
-		return nil, fmt.Errorf("reconcile.api_base (WECHATPAY_API_BASE): %w", err)
+	// https only, as the queriers (http to a loopback address for a
+	// local simulator).
+	base, err := outbound.Base("reconcile.api_base (WECHATPAY_API_BASE)", rc.APIBase, apiBase)
+	if err != nil {
+		return nil, err
 	}
 	if hc == nil {
-		hc = &http.Client{Timeout: downloadTimeout}
+		hc = outbound.Client(outbound.Options{Timeout: downloadTimeout, MaxAnswerBytes: maxAnswerBytes})
 	}
 	client, err := core.NewClient(ctx,
 		option.WithMerchantCredential(s.Platform.MchID, rc.Serial, key),
-		option.WithVerifier(trusted{certs}),
+		// The answer's signature is checked once its certificates are
+		// decrypted (download), by them and the keys held.
+		option.WithoutValidator(),
 		option.WithHTTPClient(hc))
 	if err != nil {
 		return nil, fmt.Errorf("WeChat Pay client: %w", err)
@@ -121,16 +155,19 @@ func New(ctx context.Context, s source.Config, certs platform.PlatformCertificat
 		interval = DefaultInterval
 	}
 	return &Refresher{Source: s.Name, Certs: certs, Interval: interval, Log: slog.Default(), Now: time.Now,
-		client: client, url: base + "/v3/certificates", apiv3Key: s.Platform.APIv3Key}, nil
+		client: client, url: base + "/v3/certificates", mchID: s.Platform.MchID, apiv3Key: s.Platform.APIv3Key}, nil
 }
 
 // Start builds and runs, until ctx ends, a refresher for each enabled
 // wechatpay-v3 source of presets (by source name) that verifies with
 // platform certificates and has the merchant's credentials; a source with
-// certificates and no credentials is logged as not renewed. Nothing waits
-// for WeChat Pay: the first download runs in the background. A credential
-// that cannot be read stops the start, naming its field.
-func Start(ctx context.Context, sources []source.Config, presets map[string]platform.Platform, log *slog.Logger, m *metrics.Metrics) ([]*Refresher, error) {
+// certificates and no credentials is logged as not renewed. Each first
+// takes the certificates st holds for its merchant (st nil: none), then
+// downloads in the background: nothing waits for WeChat Pay. A credential
+// that cannot be read stops the start, naming its field; stored
+// certificates that cannot be read do not (a WARN says so, and the next
+// download is tried at once).
+func Start(ctx context.Context, sources []source.Config, presets map[string]platform.Platform, st Store, log *slog.Logger, m *metrics.Metrics) ([]*Refresher, error) {
 	var out []*Refresher
 	for i, s := range sources {
 		if s.Preset != preset || presets[s.Name] == nil {
@@ -149,8 +186,9 @@ func Start(ctx context.Context, sources []source.Config, presets map[string]plat
 		if err != nil {
 			return nil, fmt.Errorf("sources[%d] (%s): %w", i, s.Name, err)
 		}
-		r.Log, r.Metrics = log, m
+		r.Log, r.Metrics, r.Store = log, m, st
 		log.Info("wechatpay: platform certificates renewed from /v3/certificates", "source", s.Name, "every", r.Interval.String(), "url", r.url)
+		r.LoadStored(ctx)
 		out = append(out, r)
 		go r.Run(ctx)
 	}
@@ -188,9 +226,9 @@ type Error struct {
 func (e *Error) Error() string { return e.Outcome + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
-// Refresh downloads the certificates once and, when the answer holds,
-// hands the preset the unexpired ones. A failure (an *Error) keeps the
-// certificates held.
+// Refresh downloads the certificates once and, when the answer is
+// believed, hands the preset the unexpired ones and stores them. A failure
+// (an *Error) keeps the certificates held, adding those stored since.
 func (r *Refresher) Refresh(ctx context.Context) error {
 	now := r.Now()
 	certs, err := r.download(ctx, now)
@@ -199,12 +237,18 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 		if !errors.As(err, &e) {
 			e = &Error{Outcome: OutcomeInvalid, Err: err}
 		}
+		// Another process may have downloaded what this one could not.
+		if stored, serr := r.stored(ctx, now); serr == nil && adds(r.Certs.HeldCertificates(now), stored) {
+			r.last = union(r.last, stored)
+			r.Certs.SetDownloadedCertificates(r.last, now)
+		}
 		held := r.Certs.HeldCertificates(now)
 		r.count(e.Outcome, len(held))
 		r.Log.Warn("wechatpay: platform certificates not renewed; the certificates held stay",
 			"source", r.Source, "outcome", e.Outcome, "reason", e.Err.Error(), "held", strings.Join(held, ","))
 		return e
 	}
+	r.last = certs
 	n, skipped := r.Certs.SetDownloadedCertificates(certs, now)
 	held := r.Certs.HeldCertificates(now)
 	r.count(OutcomeOK, n)
@@ -213,7 +257,108 @@ func (r *Refresher) Refresh(ctx context.Context) error {
 		attrs = append(attrs, "left_out", strings.Join(skipped, "; "))
 	}
 	r.Log.Info("wechatpay: platform certificates renewed", attrs...)
+	r.save(ctx, certs, now)
 	return nil
+}
+
+// LoadStored hands the preset the certificates stored for the merchant
+// and not expired (what the last download believed by any process
+// listed), beside the configured ones: a process's start, before its
+// first download.
+func (r *Refresher) LoadStored(ctx context.Context) {
+	now := r.Now()
+	stored, err := r.stored(ctx, now)
+	if err != nil || len(stored) == 0 {
+		return
+	}
+	r.last = stored
+	n, _ := r.Certs.SetDownloadedCertificates(stored, now)
+	if r.Metrics != nil {
+		r.Metrics.WeChatPayCertsHeld.WithLabelValues(r.Source).Set(float64(n))
+	}
+	r.Log.Info("wechatpay: platform certificates loaded from MySQL", "source", r.Source,
+		"held", strings.Join(r.Certs.HeldCertificates(now), ","))
+}
+
+// stored reads the merchant's stored certificates not expired at now
+// (none without a Store). One that does not parse is left out, with a
+// WARN.
+func (r *Refresher) stored(ctx context.Context, now time.Time) ([]*x509.Certificate, error) {
+	if r.Store == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	rows, err := r.Store.WeChatPayCertificates(ctx, r.mchID, now)
+	if err != nil {
+		r.Log.Warn("wechatpay: stored platform certificates not read", "source", r.Source, "error", err)
+		return nil, err
+	}
+	var out []*x509.Certificate
+	for _, row := range rows {
+		block, _ := pem.Decode([]byte(row.PEM))
+		var c *x509.Certificate
+		if block != nil && block.Type == "CERTIFICATE" {
+			c, _ = x509.ParseCertificate(block.Bytes)
+		}
+		if c == nil || normalSerial(signature.CertificateSerial(c)) != normalSerial(row.Serial) {
+			r.Log.Warn("wechatpay: a stored platform certificate is left out: not the PEM certificate of its serial",
+				"source", r.Source, "serial", truncate(row.Serial))
+			continue
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// save stores what a download believed as the merchant's list. A failure
+// is logged: the certificates are held all the same, and stored by the
+// next download.
+func (r *Refresher) save(ctx context.Context, certs []*x509.Certificate, now time.Time) {
+	if r.Store == nil {
+		return
+	}
+	rows := make([]store.WeChatPayCertificate, 0, len(certs))
+	for _, c := range certs {
+		rows = append(rows, store.WeChatPayCertificate{Serial: signature.CertificateSerial(c),
+			PEM:         string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})),
+			EffectiveAt: c.NotBefore, ExpiresAt: c.NotAfter})
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	if err := r.Store.SaveWeChatPayCertificates(ctx, r.mchID, rows, now); err != nil {
+		r.Log.Warn("wechatpay: platform certificates not stored (held by this process only until the next download)",
+			"source", r.Source, "error", err)
+	}
+}
+
+// adds reports whether certs holds a serial that held does not name.
+func adds(held []string, certs []*x509.Certificate) bool {
+	seen := make(map[string]bool, len(held))
+	for _, serial := range held {
+		seen[normalSerial(serial)] = true
+	}
+	for _, c := range certs {
+		if !seen[normalSerial(signature.CertificateSerial(c))] {
+			return true
+		}
+	}
+	return false
+}
+
+// union is a, then the certificates of b whose serial a does not hold.
+func union(a, b []*x509.Certificate) []*x509.Certificate {
+	out := append([]*x509.Certificate(nil), a...)
+	seen := make(map[string]bool, len(a))
+	for _, c := range a {
+		seen[normalSerial(signature.CertificateSerial(c))] = true
+	}
+	for _, c := range b {
+		if !seen[normalSerial(signature.CertificateSerial(c))] {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func (r *Refresher) count(outcome string, held int) {
@@ -244,7 +389,8 @@ type encrypted struct {
 
 // download asks for the certificates and returns those the answer lists,
 // each decrypted, parsed and bound to its serial_no; at least one must not
-// be expired at now.
+// be expired at now, and the answer must be signed by one of them or by a
+// key held.
 func (r *Refresher) download(ctx context.Context, now time.Time) ([]*x509.Certificate, error) {
 	ctx, cancel := context.WithTimeout(ctx, downloadTimeout)
 	defer cancel()
@@ -253,15 +399,14 @@ func (r *Refresher) download(ctx context.Context, now time.Time) ([]*x509.Certif
 	switch {
 	case errors.As(err, &apiErr):
 		return nil, &Error{OutcomeRefused, fmt.Errorf("%d %s %s", apiErr.StatusCode, apiErr.Code, apiErr.Message)}
-	case err != nil && res != nil && res.Response != nil:
-		// The answer came (2xx) and the SDK's validation refused it.
-		_ = res.Response.Body.Close()
-		return nil, &Error{OutcomeBadSignature, err}
 	case err != nil:
+		if res != nil && res.Response != nil {
+			_ = res.Response.Body.Close()
+		}
 		return nil, &Error{OutcomeUnreachable, err}
 	}
 	defer res.Response.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Response.Body, maxAnswerBytes))
+	body, err := io.ReadAll(res.Response.Body) // the client bounds its size
 	if err != nil {
 		return nil, &Error{OutcomeUnreachable, err}
 	}
@@ -286,6 +431,13 @@ func (r *Refresher) download(ctx context.Context, now time.Time) ([]*x509.Certif
 	}
 	if valid == 0 {
 		return nil, errors.New("every certificate listed has expired")
+	}
+	// The certificates are WeChat Pay's (sealed with the APIv3 key); the
+	// answer must be too: signed by one of them, or by a key held.
+	res.Response.Body = io.NopCloser(bytes.NewReader(body))
+	v := validators.NewWechatPayResponseValidator(signedBy{held: r.Certs, certs: certs, now: now})
+	if err := v.Validate(ctx, res.Response); err != nil {
+		return nil, &Error{OutcomeBadSignature, err}
 	}
 	return certs, nil
 }
@@ -334,15 +486,27 @@ func truncate(s string) string {
 	return s
 }
 
-// trusted is the SDK's auth.Verifier over the keys the source already
-// verifies with.
-type trusted struct{ v platform.AnswerVerifier }
+// signedBy is the SDK's auth.Verifier of a download's answer: the
+// certificates it lists (not expired at now) and the keys the source
+// already verifies with.
+type signedBy struct {
+	held  platform.AnswerVerifier
+	certs []*x509.Certificate
+	now   time.Time
+}
 
-func (t trusted) Verify(_ context.Context, serial, message, sig string) error {
-	return t.v.VerifyAnswer(serial, message, sig)
+func (v signedBy) Verify(_ context.Context, serial, message, sig string) error {
+	for _, c := range v.certs {
+		pub, ok := c.PublicKey.(*rsa.PublicKey)
+		if ok && !v.now.After(c.NotAfter) && normalSerial(signature.CertificateSerial(c)) == normalSerial(serial) &&
+			signature.VerifySHA256WithRSA(pub, []byte(message), sig) == nil {
+			return nil
+		}
+	}
+	return v.held.VerifyAnswer(serial, message, sig)
 }
 
 // GetSerial names no key: WeChat Pay then signs with its current one.
-func (trusted) GetSerial(context.Context) (string, error) {
-	return "", errors.New("any key held")
+func (signedBy) GetSerial(context.Context) (string, error) {
+	return "", errors.New("any key held or listed")
 }

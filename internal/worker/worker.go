@@ -114,10 +114,11 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 		}
 	}
 	// The query answers are verified with the same keys as the gateway's
-	// notifications: renewed WeChat Pay platform certificates included.
+	// notifications: renewed WeChat Pay platform certificates included,
+	// those stored in MySQL first.
 	certsCtx, stopCerts := context.WithCancel(ctx)
 	defer stopCerts()
-	if _, err := wechatcerts.Start(certsCtx, set.Sources, platforms, logger, m); err != nil {
+	if _, err := wechatcerts.Start(certsCtx, set.Sources, platforms, st, logger, m); err != nil {
 		return err
 	}
 	proc := &Processor{
