@@ -11,7 +11,7 @@ import (
 )
 
 // UnresolvedOrder is an order reconciliation gave up on that is still
-// UNPAID: on-call's to look at (docs/reconciliation.md).
+// UNPAID or FAILED: on-call's to look at (docs/reconciliation.md).
 type UnresolvedOrder struct {
 	OrderCode   string  `json:"order_code"`
 	Source      string  `json:"source"`
@@ -24,8 +24,27 @@ type UnresolvedOrder struct {
 	NextAt   time.Time `json:"next_at"`
 }
 
+// PlatformStatus is where one reconciled platform stands
+// (reconcile_platforms): a platform that said 429 or 503 is paused, one
+// whose queries in a row reached no answer has its circuit open.
+type PlatformStatus struct {
+	Source string `json:"source"`
+	// Stalled says why it is not asked now ("": it is).
+	Stalled          string     `json:"stalled"`
+	PausedUntil      *time.Time `json:"paused_until"`
+	PauseReason      string     `json:"pause_reason"`
+	CircuitOpenUntil *time.Time `json:"circuit_open_until"`
+	// Failures are the queries in a row that reached no answer;
+	// CircuitOpened how often the circuit opened.
+	Failures      int    `json:"failures"`
+	CircuitOpened int    `json:"circuit_opened"`
+	LastError     string `json:"last_error"`
+}
+
 // Unresolved is GET /admin/api/reconcile/unresolved.
 type Unresolved struct {
+	// Platforms are where each platform asked stands, by source.
+	Platforms []PlatformStatus `json:"platforms"`
 	// Orders are the most recently given up on first, at most the limit.
 	Orders []UnresolvedOrder `json:"orders"`
 	// Count is how many there are in all (more than Orders holds when
@@ -65,7 +84,17 @@ func (s *Service) Unresolved(ctx context.Context, limit int) (*Unresolved, error
 	if err != nil {
 		return nil, err
 	}
-	out := &Unresolved{Orders: make([]UnresolvedOrder, 0, len(rows)), Count: max(n, int64(len(rows)))}
+	platforms, err := s.Store.ReconcilePlatforms(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &Unresolved{Orders: make([]UnresolvedOrder, 0, len(rows)), Count: max(n, int64(len(rows))),
+		Platforms: make([]PlatformStatus, 0, len(platforms))}
+	now := time.Now()
+	for _, p := range platforms {
+		out.Platforms = append(out.Platforms, PlatformStatus{Source: p.Source, Stalled: p.Stalled(now), PausedUntil: p.PausedUntil,
+			PauseReason: p.PauseReason, CircuitOpenUntil: p.CircuitOpenUntil, Failures: p.Failures, CircuitOpened: p.CircuitOpened, LastError: p.LastError})
+	}
 	for _, r := range rows {
 		o := UnresolvedOrder{OrderCode: r.Order, Source: r.Source, Queries: r.Queries, LastOutcome: r.LastOutcome, NextAt: r.NextAt}
 		if r.LastError != "" {

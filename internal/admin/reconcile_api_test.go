@@ -123,7 +123,14 @@ func TestAdminUnresolved(t *testing.T) {
 			GaveUpAt    time.Time `json:"gave_up_at"`
 			NextAt      time.Time `json:"next_at"`
 		} `json:"orders"`
-		Count int `json:"count"`
+		Count     int `json:"count"`
+		Platforms []struct {
+			Source           string     `json:"source"`
+			Stalled          string     `json:"stalled"`
+			PausedUntil      *time.Time `json:"paused_until"`
+			PauseReason      string     `json:"pause_reason"`
+			CircuitOpenUntil *time.Time `json:"circuit_open_until"`
+		} `json:"platforms"`
 	}
 	var empty answer
 	require.Equal(t, http.StatusOK, e.call(t, "GET", "/admin/api/reconcile/unresolved", reconcileViewerToken, nil, &empty))
@@ -181,4 +188,22 @@ func TestAdminUnresolved(t *testing.T) {
 	require.Len(t, a.Orders, 1)
 	require.Equal(t, "ORD-UNRES-1", a.Orders[0].OrderCode)
 	require.Equal(t, 1, a.Count)
+
+	// A FAILED order (a failed attempt) given up on is listed too.
+	require.NoError(t, e.st.DB.Exec("UPDATE orders SET payment_status = 'FAILED' WHERE order_code = 'ORD-UNRES-2'").Error)
+	require.Equal(t, http.StatusOK, e.call(t, "GET", "/admin/api/reconcile/unresolved", opsToken, nil, &a))
+	require.Equal(t, 2, a.Count)
+
+	// Where each platform stands: a paused one says why and until when.
+	require.Empty(t, a.Platforms)
+	until := time.Now().UTC().Add(time.Hour).Truncate(time.Second)
+	require.NoError(t, e.st.SetReconcilePlatform(t.Context(), store.PlatformState{Source: "wechatpay", PausedUntil: &until,
+		PauseReason: `HTTP 429, Retry-After "3600"`}, time.Now()))
+	require.Equal(t, http.StatusOK, e.call(t, "GET", "/admin/api/reconcile/unresolved", reconcileViewerToken, nil, &a))
+	require.Len(t, a.Platforms, 1)
+	p := a.Platforms[0]
+	require.Equal(t, "wechatpay", p.Source)
+	require.Equal(t, `paused until `+until.Format(time.RFC3339)+` (HTTP 429, Retry-After "3600")`, p.Stalled)
+	require.True(t, until.Equal(*p.PausedUntil))
+	require.Nil(t, p.CircuitOpenUntil)
 }

@@ -119,7 +119,15 @@ func TestReconcilePagesInBrowser(t *testing.T) {
 		r.NextAt = at.Add(time.Hour)
 		require.NoError(t, e.st.RecordReconcile(t.Context(), r, at))
 	}
+	// Where the platforms stand: one whose circuit is open, one asked.
+	openUntil := time.Now().UTC().Add(time.Hour).Truncate(time.Second)
+	require.NoError(t, e.st.SetReconcilePlatform(t.Context(), store.PlatformState{Source: "paydemo", CircuitOpenUntil: &openUntil,
+		Failures: 3, CircuitOpened: 1, LastError: "context deadline exceeded"}, time.Now()))
+	require.NoError(t, e.st.SetReconcilePlatform(t.Context(), store.PlatformState{Source: "shipdemo"}, time.Now()))
 	e.clickAndWait(t, `nav a[href="/admin/reconcile"]`)
+	require.Equal(t, 2, e.count(t, "#platforms tbody tr"))
+	require.Contains(t, e.text(t, `#platforms tr.stalled[data-source="paydemo"] td.state`), "circuit open until "+openUntil.Format(time.RFC3339))
+	require.Equal(t, "yes", e.text(t, `#platforms tr[data-source="shipdemo"] td.state`))
 	require.Zero(t, e.count(t, "#unresolved-none"))
 	require.Equal(t, 2, e.count(t, "table.unresolved tbody tr"), "neither the paid order nor the one still asked about")
 	cells := pgEval[[][]string](t, e, `Array.from(document.querySelectorAll("table.unresolved tbody tr")).map(tr =>

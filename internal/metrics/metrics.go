@@ -72,6 +72,12 @@ type Metrics struct {
 	ReconcileQueries *prometheus.CounterVec
 	ReconcileFound   *prometheus.CounterVec
 	ReconcileGaveUp  *prometheus.CounterVec
+	// ReconcilePaused and ReconcileCircuitOpen are 1 while a source is
+	// paused (its platform said 429 or 503) or its circuit open (queries
+	// in a row reached no answer); ReconcileCircuitOpened counts openings.
+	ReconcilePaused        *prometheus.GaugeVec
+	ReconcileCircuitOpen   *prometheus.GaugeVec
+	ReconcileCircuitOpened *prometheus.CounterVec
 	// WeChatPayCertRefreshes counts the downloads of WeChat Pay's
 	// platform certificates (/v3/certificates), by source and outcome
 	// (ok, unreachable, refused, bad_signature, invalid);
@@ -146,7 +152,12 @@ func New(process string) *Metrics {
 	m.ReconcileQueries = counter("reconcile_queries_total", "Reconciliation's queries to the platforms, by source and outcome.", "source", "outcome")
 	m.ReconcileFound = counter("reconcile_found_total",
 		"Callbacks reconciliation stored from a platform's answer (something no notification brought), by source and kind.", "source", "kind")
-	m.ReconcileGaveUp = counter("reconcile_gave_up_total", "Orders reconciliation gave up on, still UNPAID (unresolved), by source.", "source")
+	m.ReconcileGaveUp = counter("reconcile_gave_up_total", "Orders reconciliation gave up on, still UNPAID or FAILED (unresolved), by source.", "source")
+	m.ReconcilePaused = gaugeVec("reconcile_paused",
+		"1 while reconciliation leaves a source's platform alone because it answered 429 or 503 (until its Retry-After, capped), by source.", "source")
+	m.ReconcileCircuitOpen = gaugeVec("reconcile_circuit_open",
+		"1 while a source's reconciliation circuit is open: queries in a row reached no answer (timeouts), nothing is asked until it closes, by source.", "source")
+	m.ReconcileCircuitOpened = counter("reconcile_circuit_opened_total", "Times a source's reconciliation circuit opened, by source.", "source")
 	m.WeChatPayCertRefreshes = counter("wechatpay_certificates_refresh_total",
 		"Downloads of WeChat Pay's platform certificates (/v3/certificates), by source and outcome (ok, unreachable, refused, bad_signature, invalid); a failed one keeps the certificates held.", "source", "outcome")
 	m.WeChatPayCertsHeld = gaugeVec("wechatpay_certificates_held",

@@ -136,30 +136,34 @@ func TestReconcileFindsAStripeEventTheWebhookMissed(t *testing.T) {
 	require.Zero(t, s.sim.Refusals(), "every request carried the key as Stripe takes it")
 }
 
-// TestReconcileStripeDownOrKeyRefused: Stripe answering 503, then refusing
-// the key (401), stores nothing and moves no checkpoint; the stripe order's
-// reconciliation records the outcome, with Stripe's message; once Stripe
-// answers, the event is found.
+// TestReconcileStripeDownOrKeyRefused: Stripe answering 503 pauses the
+// source (counted throttled, the order not charged a query: it has no
+// reconciliation row) and stores nothing, moving no checkpoint; refusing
+// the key (401) is recorded on the order with Stripe's message; once
+// Stripe answers, the event is found.
 func TestReconcileStripeDownOrKeyRefused(t *testing.T) {
 	const order = "ST-RC-DOWN"
-	s := startStripeReconcile(t, reconcile.Config{After: time.Minute, Backoff: []time.Duration{300 * time.Millisecond}},
+	s := startStripeReconcile(t, reconcile.Config{After: time.Minute, Backoff: []time.Duration{300 * time.Millisecond}, PauseDefault: 300 * time.Millisecond},
 		func(sim *platformsim.Stripe) {
 			sim.Down(true)
 			sim.AddEvent(t, stripeEventAt("evt_1RcDown", "payment_intent.succeeded", order, "pi_1RcDown", 500, time.Now().Add(-2*time.Minute)), false)
 		})
 	s.order(t, order, 500, 5*time.Minute)
 
-	st := s.state(t, order, func(st store.ReconcileState) bool { return st.Queries >= 1 })
-	require.Equal(t, reconcile.OutcomeRefused, st.LastOutcome)
-	require.Contains(t, st.LastError, "503")
-	require.Contains(t, st.LastError, "Stripe is temporarily unavailable.")
+	require.Eventually(t, func() bool {
+		p, err := s.St.ReconcilePlatform(t.Context(), "stripe")
+		return err == nil && p.PausedUntil != nil && strings.Contains(p.PauseReason, "HTTP 503")
+	}, 15*time.Second, 20*time.Millisecond, "paused by the 503")
+	require.Eventually(t, func() bool { return queries(t, s.metrics, "stripe", reconcile.OutcomeThrottled) >= 2 }, 15*time.Second, 20*time.Millisecond)
+	_, err := s.St.GetReconcile(t.Context(), order)
+	require.ErrorIs(t, err, store.ErrNotFound, "the order was not charged a query")
 	require.Zero(t, s.Callbacks(t, "stripe"))
 	_, ok := s.checkpoint(t)
 	require.False(t, ok, "no listing was stored: no checkpoint")
 
 	s.sim.Revoke(true)
 	s.sim.Down(false)
-	st = s.state(t, order, func(st store.ReconcileState) bool {
+	st := s.state(t, order, func(st store.ReconcileState) bool {
 		return st.LastOutcome == reconcile.OutcomeRefused && strings.Contains(st.LastError, "401")
 	})
 	require.Contains(t, st.LastError, "Invalid API Key provided: sk_test_")

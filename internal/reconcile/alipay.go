@@ -78,18 +78,18 @@ func NewAlipay(cfg AlipayConfig) (*Alipay, error) {
 	}
 	hc := cfg.HTTP
 	if hc == nil {
-		hc = outbound.Client(outbound.Options{Timeout: queryTimeout, MaxAnswerBytes: maxAnswerBytes})
+		hc = outbound.Client(outbound.Options{Timeout: QueryTimeoutDefault, MaxAnswerBytes: maxAnswerBytes})
 	}
 	return &Alipay{appID: cfg.AppID, key: key, gateway: gw, verifier: cfg.Verifier, http: hc, now: time.Now}, nil
 }
 
-func newAlipaySource(_ context.Context, s source.Config, plat platform.Platform) (*Source, error) {
+func newAlipaySource(_ context.Context, s source.Config, plat platform.Platform, hc *http.Client) (*Source, error) {
 	verifier, _ := plat.(platform.AnswerVerifier)
 	if verifier == nil {
 		return nil, errors.New("preset " + s.Preset + " verifies no query answers")
 	}
 	q, err := NewAlipay(AlipayConfig{AppID: s.Platform.AppID, PrivateKeyFile: s.Reconcile.PrivateKeyFile,
-		Gateway: s.Reconcile.APIBase, Verifier: verifier})
+		Gateway: s.Reconcile.APIBase, Verifier: verifier, HTTP: hc})
 	if err != nil {
 		return nil, err
 	}

@@ -55,13 +55,13 @@ func NewKuaidi100(cfg Kuaidi100Config) (*Kuaidi100, error) {
 	}
 	hc := cfg.HTTP
 	if hc == nil {
-		hc = outbound.Client(outbound.Options{Timeout: queryTimeout, MaxAnswerBytes: maxAnswerBytes})
+		hc = outbound.Client(outbound.Options{Timeout: QueryTimeoutDefault, MaxAnswerBytes: maxAnswerBytes})
 	}
 	return &Kuaidi100{customer: cfg.Customer, key: cfg.Key, url: base + "/poll/query.do", http: hc}, nil
 }
 
-func newKuaidi100Source(_ context.Context, s source.Config, _ platform.Platform) (*Source, error) {
-	q, err := NewKuaidi100(Kuaidi100Config{Customer: s.Reconcile.Customer, Key: s.Reconcile.APIKey, APIBase: s.Reconcile.APIBase})
+func newKuaidi100Source(_ context.Context, s source.Config, _ platform.Platform, hc *http.Client) (*Source, error) {
+	q, err := NewKuaidi100(Kuaidi100Config{Customer: s.Reconcile.Customer, Key: s.Reconcile.APIKey, APIBase: s.Reconcile.APIBase, HTTP: hc})
 	if err != nil {
 		return nil, err
 	}

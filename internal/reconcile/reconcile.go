@@ -21,9 +21,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"callgate/internal/callback"
 	"callgate/internal/intake"
@@ -49,9 +48,22 @@ type Config struct {
 	Backoff []time.Duration `yaml:"backoff"`
 	// Rate bounds the queries per second to each platform. Default 10.
 	Rate float64 `yaml:"rate"`
-	// BatchSize is how many due orders one run asks about at most.
-	// Default 200.
+	// BatchSize is how many due orders of each source one run asks about
+	// at most. Default 200.
 	BatchSize int `yaml:"batch_size"`
+	// QueryTimeout bounds one query (each request of a Stripe listing).
+	// Default 10s.
+	QueryTimeout time.Duration `yaml:"query_timeout"`
+	// PauseDefault is how long a platform that answers 429 or 503 without
+	// a Retry-After is left alone. Default 1m.
+	PauseDefault time.Duration `yaml:"pause_default"`
+	// MaxPause caps a Retry-After. Default 15m.
+	MaxPause time.Duration `yaml:"max_pause"`
+	// CircuitAfter queries in a row that reach no answer open the
+	// platform's circuit. Default 3.
+	CircuitAfter int `yaml:"circuit_after"`
+	// CircuitOpen is how long an open circuit asks nothing. Default 5m.
+	CircuitOpen time.Duration `yaml:"circuit_open"`
 }
 
 // Config defaults.
@@ -61,6 +73,12 @@ const (
 	GiveUpDefault    = 48 * time.Hour
 	RateDefault      = 10
 	BatchSizeDefault = 200
+
+	QueryTimeoutDefault = 10 * time.Second
+	PauseDefaultDefault = time.Minute
+	MaxPauseDefault     = 15 * time.Minute
+	CircuitAfterDefault = 3
+	CircuitOpenDefault  = 5 * time.Minute
 )
 
 // BackoffDefault is Config.Backoff when unset.
@@ -85,6 +103,21 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = BatchSizeDefault
+	}
+	if c.QueryTimeout <= 0 {
+		c.QueryTimeout = QueryTimeoutDefault
+	}
+	if c.PauseDefault <= 0 {
+		c.PauseDefault = PauseDefaultDefault
+	}
+	if c.MaxPause <= 0 {
+		c.MaxPause = MaxPauseDefault
+	}
+	if c.CircuitAfter <= 0 {
+		c.CircuitAfter = CircuitAfterDefault
+	}
+	if c.CircuitOpen <= 0 {
+		c.CircuitOpen = CircuitOpenDefault
 	}
 	return c
 }
@@ -159,7 +192,10 @@ type Source struct {
 	Answers platform.Answerer
 	// Headers are the answer headers stored with a callback.
 	Headers []string
-	limit   *rate.Limiter
+	// gate is the source's rate, pause and circuit (gate.go); its
+	// transport is under the querier's client.
+	gate   *gate
+	gateMu sync.Mutex
 	// catchUp, when set, reads the platform's events list and stores what
 	// it missed before the orders are asked about (Stripe, stripe.go); the
 	// Querier then answers from it, without a request of its own.
@@ -181,7 +217,11 @@ type Job struct {
 	Counted func(source, outcome string)
 	Found   func(source, kind string)
 	GaveUp  func(source string)
-	Now     func() time.Time
+	// Stalled is told, after each source's run, whether it is paused and
+	// whether its circuit is open; CircuitOpened each time one opens.
+	Stalled       func(source string, paused, circuitOpen bool)
+	CircuitOpened func(source string)
+	Now           func() time.Time
 }
 
 func (j *Job) now() time.Time {
@@ -202,51 +242,144 @@ func (j *Job) Names() []string {
 	return out
 }
 
-// RunOnce asks about every due order (up to the batch size) and returns how
-// many it asked about.
+// RunOnce asks each source's platform about its due orders (up to the
+// batch size each), every source in its own goroutine, and returns how
+// many it asked about: a slow or failing platform delays only its own
+// orders (gate.go).
 func (j *Job) RunOnce(ctx context.Context) (int, error) {
 	cfg := j.Config.WithDefaults()
+	var (
+		mu    sync.Mutex
+		asked int
+		errs  []error
+		wg    sync.WaitGroup
+	)
 	for _, src := range j.Sources {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := j.runSource(ctx, cfg, src)
+			mu.Lock()
+			defer mu.Unlock()
+			asked += n
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", src.Name, err))
+			}
+		}()
+	}
+	wg.Wait()
+	return asked, errors.Join(errs...)
+}
+
+// runSource asks src's platform about its due orders: what the last run
+// left (its gate's state, shared by the fleet), its catch-up, the orders in
+// the query window, then those older than the window not yet given up on,
+// then its silent waybills; it stops at a pause or an open circuit.
+func (j *Job) runSource(ctx context.Context, cfg Config, src *Source) (int, error) {
+	g := src.gateOf(cfg, j.now)
+	if err := g.load(ctx, j.Store); err != nil {
+		return 0, err
+	}
+	defer func() {
+		if err := g.save(context.WithoutCancel(ctx), j.Store); err != nil {
+			j.Log.Warn("reconcile: where the platform stands was not recorded", "source", src.Name, "error", err)
+		}
+		j.reportGate(src.Name, g)
+	}()
+	if why := g.blocked(); why != "" {
+		j.Log.Info("reconcile: not asking the platform now", "source", src.Name, "why", why)
+		return 0, nil
+	}
+	asked := 0
+	if src.Querier != nil {
 		if src.catchUp != nil {
 			if err := src.catchUp(ctx, j, cfg, src); err != nil {
 				return 0, err
 			}
-		}
-	}
-	now := j.now().UTC()
-	// An order is asked last at give_up; one a day older than that was
-	// given up on (or its last query failed to be recorded: it is then
-	// never asked again, and never listed either).
-	due, err := j.Store.DueReconciles(ctx, j.Names(), now.Add(-cfg.GiveUp-24*time.Hour), now.Add(-cfg.After), now.Add(-cfg.GiveUp), now, cfg.BatchSize)
-	if err != nil {
-		return 0, err
-	}
-	asked := 0
-	for _, o := range due {
-		src := j.Sources[o.Source]
-		if src == nil {
-			continue
-		}
-		if src.catchUp == nil { // else the Querier makes no request
-			if err := src.limiter(cfg).Wait(ctx); err != nil {
-				return asked, err
+			if g.blocked() != "" { // the listing was told to wait
+				return 0, nil
 			}
 		}
-		if _, err := j.ask(ctx, cfg, src, o); err != nil {
+		now := j.now().UTC()
+		windowStart := now.Add(-cfg.GiveUp - 24*time.Hour)
+		due, err := j.Store.DueReconciles(ctx, []string{src.Name}, windowStart, now.Add(-cfg.After), now.Add(-cfg.GiveUp), now, cfg.BatchSize)
+		if err != nil {
+			return 0, err
+		}
+		n, stop, err := j.askAll(ctx, cfg, src, g, due, false)
+		asked += n
+		if err != nil || stop {
 			return asked, err
 		}
-		asked++
+		late, err := j.Store.LateReconciles(ctx, src.Name, g.state().LateCreatedAt, g.state().LateOrderCode, windowStart, cfg.BatchSize)
+		if err != nil {
+			return asked, err
+		}
+		n, stop, err = j.askAll(ctx, cfg, src, g, late, true)
+		asked += n
+		if err != nil || stop {
+			return asked, err
+		}
 	}
-	n, err := j.runWaybills(ctx, cfg, now)
-	return asked + n, err
+	if src.Waybills != nil {
+		n, err := j.runWaybills(ctx, cfg, src, g)
+		asked += n
+		if err != nil {
+			return asked, err
+		}
+	}
+	return asked, nil
 }
 
-// limiter is src's bound on queries a second (one per platform source).
-func (src *Source) limiter(cfg Config) *rate.Limiter {
-	if src.limit == nil {
-		src.limit = rate.NewLimiter(rate.Limit(cfg.Rate), 1)
+// askAll asks about orders one after another until the gate stops it
+// (stop). late: the orders are older than the query window; one given up
+// on is passed, each asked is asked its last time, and the walk's position
+// moves past each.
+func (j *Job) askAll(ctx context.Context, cfg Config, src *Source, g *gate, orders []store.DueOrder, late bool) (asked int, stop bool, err error) {
+	for _, o := range orders {
+		if ctx.Err() != nil {
+			return asked, true, ctx.Err()
+		}
+		if late && o.GaveUp {
+			g.passedLate(o)
+			continue
+		}
+		rep, err := j.ask(ctx, cfg, src, o)
+		if err != nil {
+			return asked, true, err
+		}
+		if rep.Outcome == OutcomeThrottled {
+			return asked, true, nil
+		}
+		asked++
+		if late {
+			g.passedLate(o)
+		}
+		if g.blocked() != "" {
+			return asked, true, nil
+		}
 	}
-	return src.limit
+	return asked, false, nil
+}
+
+// reportGate tells the metrics where src's gate stands.
+func (j *Job) reportGate(source string, g *gate) {
+	if j.Stalled == nil {
+		return
+	}
+	st, now := g.state(), j.now()
+	j.Stalled(source, st.PausedUntil != nil && now.Before(*st.PausedUntil), st.CircuitOpenUntil != nil && now.Before(*st.CircuitOpenUntil))
+}
+
+// gateOf is src's gate (made by ForSource, or on first use), set to cfg.
+func (src *Source) gateOf(cfg Config, now func() time.Time) *gate {
+	src.gateMu.Lock()
+	defer src.gateMu.Unlock()
+	if src.gate == nil {
+		src.gate = newGate(src.Name, cfg)
+	}
+	src.gate.configure(cfg, now)
+	return src.gate
 }
 
 // Report is what asking about one order gave.
@@ -282,7 +415,8 @@ func (j *Job) Ask(ctx context.Context, order store.DueOrder) (Report, error) {
 // ask queries one order, stores what its answer says happened, and records
 // where the order stands. Only the recording's failure is an error.
 func (j *Job) ask(ctx context.Context, cfg Config, src *Source, o store.DueOrder) (Report, error) {
-	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	g := src.gateOf(cfg, j.now)
+	qctx, cancel := context.WithTimeout(ctx, cfg.QueryTimeout)
 	ans, err := src.Querier.Query(qctx, o.Code)
 	cancel()
 	rep := Report{Err: err, Outcome: queryOutcome(err, ans)}
@@ -296,6 +430,12 @@ func (j *Job) ask(ctx context.Context, cfg Config, src *Source, o store.DueOrder
 	if rep.Err != nil {
 		j.Log.Warn("reconcile: query changed nothing", "source", src.Name, "order", o.Code, "outcome", rep.Outcome, "error", rep.Err)
 	}
+	if rep.Outcome == OutcomeThrottled {
+		// The platform asked to be asked later: the order keeps its
+		// steps, and is asked once the pause ends.
+		return rep, nil
+	}
+	j.answered(src, g, rep)
 	now := j.now().UTC()
 	res := store.ReconcileResult{Order: o.Code, Source: src.Name, Queries: o.Queries + 1, Outcome: rep.Outcome,
 		NextAt: now.Add(cfg.wait(o.Queries + 1))}
@@ -330,6 +470,8 @@ func (j *Job) ask(ctx context.Context, cfg Config, src *Source, o store.DueOrder
 // ("": the answer is to be stored).
 func queryOutcome(err error, ans Answer) string {
 	switch {
+	case errors.Is(err, ErrThrottled), errors.Is(err, ErrPaused):
+		return OutcomeThrottled
 	case errors.Is(err, ErrBadSignature):
 		return OutcomeBadSignature
 	case errors.Is(err, ErrRefused):
@@ -346,8 +488,19 @@ func queryOutcome(err error, ans Answer) string {
 	return ""
 }
 
-// queryTimeout bounds one query.
-const queryTimeout = 10 * time.Second
+// answered tells src's gate what a query that was made gave, and says so
+// when it opened the circuit.
+func (j *Job) answered(src *Source, g *gate, rep Report) {
+	if !g.answered(rep.Outcome, rep.Err) {
+		return
+	}
+	st := g.state()
+	if j.CircuitOpened != nil {
+		j.CircuitOpened(src.Name)
+	}
+	j.Log.Warn("reconcile: the platform's circuit is open: queries in a row reached no answer; nothing is asked until it closes",
+		"source", src.Name, "failures", st.Failures, "until", st.CircuitOpenUntil, "error", st.LastError)
+}
 
 // store turns a verified answer into the intake's rows, through the
 // source's preset, and stores and announces them.

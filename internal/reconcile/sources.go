@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"net/http"
 
 	"callgate/internal/outbound"
 	"callgate/internal/platform"
@@ -10,8 +11,10 @@ import (
 )
 
 // ForSource decides whether source s (its preset plat) is asked, and builds
-// what asks it: a nil Source says why not.
-func ForSource(ctx context.Context, s source.Config, plat platform.Platform) (*Source, string, error) {
+// what asks it, with the settings cfg: a nil Source says why not. Its
+// querier's client is callgate's outbound client (internal/outbound) over
+// the source's gate (gate.go): its rate, pause and circuit.
+func ForSource(ctx context.Context, s source.Config, plat platform.Platform, cfg Config) (*Source, string, error) {
 	switch {
 	case s.Preset == "":
 		return nil, "a configured source: no platform to ask", nil
@@ -29,11 +32,15 @@ func ForSource(ctx context.Context, s source.Config, plat platform.Platform) (*S
 	if answers == nil {
 		return nil, "", errors.New("preset " + s.Preset + " reads no query answers")
 	}
-	src, err := build.new(ctx, s, plat)
+	cfg = cfg.WithDefaults()
+	g := newGate(s.Name, cfg)
+	hc := outbound.Client(outbound.Options{Timeout: cfg.QueryTimeout, MaxAnswerBytes: maxAnswerBytes})
+	hc.Transport = g.wrap(hc.Transport)
+	src, err := build.new(ctx, s, plat, hc)
 	if err != nil {
 		return nil, "", err
 	}
-	src.Name, src.Kind, src.Answers, src.Headers = s.Name, s.Kind, answers, plat.Headers()
+	src.Name, src.Kind, src.Answers, src.Headers, src.gate = s.Name, s.Kind, answers, plat.Headers(), g
 	return src, "", nil
 }
 
@@ -41,7 +48,7 @@ func ForSource(ctx context.Context, s source.Config, plat platform.Platform) (*S
 // with no credentials is not asked.
 type builder struct {
 	unset string
-	new   func(ctx context.Context, s source.Config, plat platform.Platform) (*Source, error)
+	new   func(ctx context.Context, s source.Config, plat platform.Platform, hc *http.Client) (*Source, error)
 }
 
 // builders are the presets whose platform callgate asks.
@@ -52,13 +59,13 @@ var builders = map[string]builder{
 	"stripe":       {"STRIPE_API_KEY not set", newStripeSource},
 }
 
-func newWeChatPaySource(ctx context.Context, s source.Config, plat platform.Platform) (*Source, error) {
+func newWeChatPaySource(ctx context.Context, s source.Config, plat platform.Platform, hc *http.Client) (*Source, error) {
 	verifier, _ := plat.(platform.AnswerVerifier)
 	if verifier == nil {
 		return nil, errors.New("preset " + s.Preset + " verifies no query answers")
 	}
 	q, err := NewWeChatPay(ctx, WeChatPayConfig{MchID: s.Platform.MchID, PrivateKeyFile: s.Reconcile.PrivateKeyFile,
-		Serial: s.Reconcile.Serial, APIBase: s.Reconcile.APIBase, Verifier: verifier})
+		Serial: s.Reconcile.Serial, APIBase: s.Reconcile.APIBase, Verifier: verifier, HTTP: hc})
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v82"
-	"golang.org/x/time/rate"
 
 	"callgate/internal/callback"
 	"callgate/internal/outbound"
@@ -47,7 +46,6 @@ const stripeListedAtMost = 30 * 24 * time.Hour
 // or the catch-up's failure.
 type Stripe struct {
 	client *stripe.Client
-	limit  *rate.Limiter // the source's, set by each catch-up
 
 	mu sync.Mutex
 	// listed: a catch-up ran; err: why the last one failed (nil: it stored
@@ -82,14 +80,12 @@ func NewStripe(cfg StripeConfig) (*Stripe, error) {
 	s := &Stripe{}
 	hc := cfg.HTTP
 	if hc == nil {
-		hc = outbound.Client(outbound.Options{Timeout: queryTimeout, MaxAnswerBytes: maxAnswerBytes})
+		hc = outbound.Client(outbound.Options{Timeout: QueryTimeoutDefault, MaxAnswerBytes: maxAnswerBytes})
 	}
-	// Each page waits for the source's rate.
-	limited := *hc
-	limited.Transport = limitedTransport{base: hc.Transport, wait: s.wait}
+	// Each page waits for the source's rate (its gate, under hc).
 	backend := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
 		URL:        stripe.String(base),
-		HTTPClient: &limited,
+		HTTPClient: hc,
 		// The job lists again on its next run: no retries inside one.
 		MaxNetworkRetries: stripe.Int64(0),
 		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
@@ -98,8 +94,8 @@ func NewStripe(cfg StripeConfig) (*Stripe, error) {
 	return s, nil
 }
 
-func newStripeSource(_ context.Context, s source.Config, _ platform.Platform) (*Source, error) {
-	q, err := NewStripe(StripeConfig{APIKey: s.Reconcile.APIKey, APIBase: s.Reconcile.APIBase})
+func newStripeSource(_ context.Context, s source.Config, _ platform.Platform, hc *http.Client) (*Source, error) {
+	q, err := NewStripe(StripeConfig{APIKey: s.Reconcile.APIKey, APIBase: s.Reconcile.APIBase, HTTP: hc})
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +136,6 @@ func (s *Stripe) catchUp(ctx context.Context, j *Job, cfg Config, src *Source) e
 	}
 	until := now.Add(-cfg.After).Truncate(time.Second)
 	s.mu.Lock()
-	s.limit = src.limiter(cfg)
 	if !until.After(since) { // listed up to this second already
 		s.listed, s.err, s.found = true, nil, nil
 		s.mu.Unlock()
@@ -254,36 +249,12 @@ func stripeOrder(src *Source, raw []byte) string {
 // (401 for a key refused, 429, 5xx) are refused; anything else did not
 // reach it.
 func stripeOutcome(err error) (string, error) {
+	if o := queryOutcome(err, Answer{}); o == OutcomeThrottled {
+		return o, err
+	}
 	var se *stripe.Error
 	if errors.As(err, &se) {
 		return OutcomeRefused, fmt.Errorf("%w: %d %s %s", ErrRefused, se.HTTPStatusCode, se.Type, se.Msg)
 	}
 	return OutcomeUnreachable, err
-}
-
-func (s *Stripe) wait(ctx context.Context) error {
-	s.mu.Lock()
-	l := s.limit
-	s.mu.Unlock()
-	if l == nil {
-		return nil
-	}
-	return l.Wait(ctx)
-}
-
-// limitedTransport waits for the rate before each request.
-type limitedTransport struct {
-	base http.RoundTripper
-	wait func(context.Context) error
-}
-
-func (t limitedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if err := t.wait(r.Context()); err != nil {
-		return nil, err
-	}
-	base := t.base
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	return base.RoundTrip(r)
 }

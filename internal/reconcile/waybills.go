@@ -26,32 +26,32 @@ type WaybillQuerier interface {
 // SilentForDefault is a waybill source's silent_for when unset.
 const SilentForDefault = 24 * time.Hour
 
-// runWaybills asks about every silent waybill due (up to the batch size per
-// source) and returns how many it asked about.
-func (j *Job) runWaybills(ctx context.Context, cfg Config, now time.Time) (int, error) {
+// runWaybills asks about src's silent waybills due (up to the batch size)
+// until its gate stops it, and returns how many it asked about.
+func (j *Job) runWaybills(ctx context.Context, cfg Config, src *Source, g *gate) (int, error) {
+	silent := src.SilentFor
+	if silent <= 0 {
+		silent = SilentForDefault
+	}
+	now := j.now().UTC()
+	// A waybill is asked last silent + give_up after its last change;
+	// one silent a day longer than that was given up on.
+	due, err := j.Store.SilentWaybills(ctx, []string{src.Name}, now.Add(-silent-cfg.GiveUp-24*time.Hour), now.Add(-silent), now, cfg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
 	asked := 0
-	for _, src := range j.Sources {
-		if src.Waybills == nil {
-			continue
-		}
-		silent := src.SilentFor
-		if silent <= 0 {
-			silent = SilentForDefault
-		}
-		// A waybill is asked last silent + give_up after its last change;
-		// one silent a day longer than that was given up on.
-		due, err := j.Store.SilentWaybills(ctx, []string{src.Name}, now.Add(-silent-cfg.GiveUp-24*time.Hour), now.Add(-silent), now, cfg.BatchSize)
+	for _, w := range due {
+		rep, err := j.askWaybill(ctx, cfg, src, silent, w)
 		if err != nil {
 			return asked, err
 		}
-		for _, w := range due {
-			if err := src.limiter(cfg).Wait(ctx); err != nil {
-				return asked, err
-			}
-			if _, err := j.askWaybill(ctx, cfg, src, silent, w); err != nil {
-				return asked, err
-			}
-			asked++
+		if rep.Outcome == OutcomeThrottled {
+			break
+		}
+		asked++
+		if g.blocked() != "" {
+			break
 		}
 	}
 	return asked, nil
@@ -61,7 +61,8 @@ func (j *Job) runWaybills(ctx context.Context, cfg Config, now time.Time) (int, 
 // records where the waybill stands. Only the recording's failure is an
 // error.
 func (j *Job) askWaybill(ctx context.Context, cfg Config, src *Source, silent time.Duration, w store.SilentWaybill) (Report, error) {
-	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	g := src.gateOf(cfg, j.now)
+	qctx, cancel := context.WithTimeout(ctx, cfg.QueryTimeout)
 	ans, err := src.Waybills.QueryWaybill(qctx, w)
 	cancel()
 	rep := Report{Err: err, Outcome: queryOutcome(err, ans)}
@@ -78,6 +79,10 @@ func (j *Job) askWaybill(ctx context.Context, cfg Config, src *Source, silent ti
 	if rep.Err != nil {
 		j.Log.Warn("reconcile: waybill query changed nothing", "source", src.Name, "waybill", w.WaybillNo, "outcome", rep.Outcome, "error", rep.Err)
 	}
+	if rep.Outcome == OutcomeThrottled {
+		return rep, nil // the waybill keeps its steps (gate.go)
+	}
+	j.answered(src, g, rep)
 	now := j.now().UTC()
 	res := store.ReconcileResult{Order: w.WaybillNo, Source: src.Name, Queries: w.Queries + 1, Outcome: rep.Outcome, NextAt: now.Add(silent)}
 	if rep.Err != nil {

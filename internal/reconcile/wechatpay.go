@@ -63,7 +63,7 @@ func NewWeChatPay(ctx context.Context, cfg WeChatPayConfig) (*WeChatPay, error) 
 	}
 	hc := cfg.HTTP
 	if hc == nil {
-		hc = outbound.Client(outbound.Options{Timeout: queryTimeout, MaxAnswerBytes: maxAnswerBytes})
+		hc = outbound.Client(outbound.Options{Timeout: QueryTimeoutDefault, MaxAnswerBytes: maxAnswerBytes})
 	}
 	client, err := core.NewClient(ctx,
 		option.WithMerchantCredential(cfg.MchID, cfg.Serial, key),

@@ -21,9 +21,11 @@ type DueOrder struct {
 	CreatedAt time.Time
 	// Queries is how often it was asked before.
 	Queries int
+	// GaveUp: reconciliation gave up on it already (LateReconciles).
+	GaveUp bool
 }
 
-// DueReconciles returns up to limit orders still UNPAID whose payment
+// DueReconciles returns up to limit orders still UNPAID or FAILED whose payment
 // source is one of sources, created between createdAfter and
 // createdBefore, never asked about or due again at now and not given up
 // on: oldest first. (createdAfter keeps the orders given up on long ago
@@ -44,7 +46,7 @@ func (s *Store) DueReconciles(ctx context.Context, sources []string, createdAfte
 	args = append(args, createdAfter, createdBefore, now, waitAfter, limit)
 	rows, err := s.sql.QueryContext(ctx, `SELECT o.order_code, o.payment_source, o.created_at, COALESCE(r.queries, 0)
 FROM orders o LEFT JOIN reconcile_orders r ON r.order_code = o.order_code
-WHERE o.payment_status = 'UNPAID' AND o.payment_source IN (?`+strings.Repeat(",?", len(sources)-1)+`) AND o.created_at >= ? AND o.created_at <= ?
+WHERE o.payment_status IN (`+openStatuses+`) AND o.payment_source IN (?`+strings.Repeat(",?", len(sources)-1)+`) AND o.created_at >= ? AND o.created_at <= ?
   AND (r.order_code IS NULL OR (r.gave_up_at IS NULL AND r.next_at <= ?
     AND (o.created_at <= ? OR NOT EXISTS (SELECT 1 FROM callback_log c WHERE c.id = r.found_log_id AND c.status = 'PENDING'))))
 ORDER BY o.created_at, o.order_code LIMIT ?`, args...)
@@ -136,11 +138,11 @@ FROM reconcile_orders WHERE order_code = ?`, order).Scan(&st.Order, &st.Source, 
 }
 
 // Unresolved lists up to limit orders reconciliation gave up on that are
-// still UNPAID, most recent first: on-call's to look at.
+// still UNPAID or FAILED, most recent first: on-call's to look at.
 func (s *Store) Unresolved(ctx context.Context, limit int) ([]ReconcileState, error) {
 	rows, err := s.sql.QueryContext(ctx, `SELECT r.order_code, r.source, r.last_outcome, r.queries, r.last_error, r.next_at, r.gave_up_at
 FROM reconcile_orders r JOIN orders o ON o.order_code = r.order_code
-WHERE r.gave_up_at IS NOT NULL AND o.payment_status = 'UNPAID' ORDER BY r.gave_up_at DESC LIMIT ?`, limit)
+WHERE r.gave_up_at IS NOT NULL AND o.payment_status IN (`+openStatuses+`) ORDER BY r.gave_up_at DESC LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("error reading unresolved orders: %w", err)
 	}
@@ -164,7 +166,7 @@ func (s *Store) CountUnresolved(ctx context.Context) (int64, error) {
 	var n int64
 	err := s.sql.QueryRowContext(ctx, `SELECT COUNT(*)
 FROM reconcile_orders r JOIN orders o ON o.order_code = r.order_code
-WHERE r.gave_up_at IS NOT NULL AND o.payment_status = 'UNPAID'`).Scan(&n)
+WHERE r.gave_up_at IS NOT NULL AND o.payment_status IN (`+openStatuses+`)`).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("error counting unresolved orders: %w", err)
 	}

@@ -142,10 +142,15 @@ func Reconciliation(ctx context.Context, set Settings, st *store.Store, platform
 		ReannounceAfter: sc.Compensation.Threshold, Log: logger,
 		Counted: func(src, outcome string) { m.ReconcileQueries.WithLabelValues(src, outcome).Inc() },
 		Found:   func(src, kind string) { m.ReconcileFound.WithLabelValues(src, kind).Inc() },
-		GaveUp:  func(src string) { m.ReconcileGaveUp.WithLabelValues(src).Inc() }}
+		GaveUp:  func(src string) { m.ReconcileGaveUp.WithLabelValues(src).Inc() },
+		Stalled: func(src string, paused, open bool) {
+			m.ReconcilePaused.WithLabelValues(src).Set(b2f(paused))
+			m.ReconcileCircuitOpen.WithLabelValues(src).Set(b2f(open))
+		},
+		CircuitOpened: func(src string) { m.ReconcileCircuitOpened.WithLabelValues(src).Inc() }}
 	var asked, notAsked []string
 	for _, s := range set.Sources {
-		src, why, err := reconcile.ForSource(ctx, s, platforms[s.Name])
+		src, why, err := reconcile.ForSource(ctx, s, platforms[s.Name], sc.Reconcile)
 		if err != nil {
 			return nil, fmt.Errorf("source %s: reconciliation: %w", s.Name, err)
 		}
@@ -158,5 +163,13 @@ func Reconciliation(ctx context.Context, set Settings, st *store.Store, platform
 	}
 	logger.Info("worker: reconciliation", "asks", strings.Join(asked, ", "), "does_not_ask", strings.Join(notAsked, "; "),
 		"after", sc.Reconcile.After.String(), "give_up", sc.Reconcile.GiveUp.String())
+	job.LogStalled(ctx)
 	return job, nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
