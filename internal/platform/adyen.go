@@ -25,10 +25,12 @@ import (
 //
 // Event id: pspReference:eventCode:success (Adyen has no event id; a resend
 // carries the same three). eventCode AUTHORISATION with success "true"
-// pays, "false" fails; refunds, cancellations, chargebacks and
-// ORDER_CLOSED are mapped by adyenItem.event; any other eventCode
-// (CAPTURE, ...) is stored and processed without effect, the reason in the
-// attempt's note. The body's live must equal livemode (ADYEN_LIVE, default
+// pays, "false" fails; OFFER_CLOSED is a failed attempt of that payment;
+// refunds, cancellations, chargebacks and ORDER_CLOSED are mapped by
+// adyenItem.event; any other eventCode (CAPTURE, ...: adyenNoEffect) is
+// stored and processed without effect, the reason, naming the code, in the
+// attempt's note. A signed item of ours that cannot be read is kept as
+// unreadable, never refused. The body's live must equal livemode (ADYEN_LIVE, default
 // "true"). Order:
 // merchantReference; payment: pspReference; amount: amount.value, in
 // Adyen's minor units (converted to ISO 4217's where Adyen counts
@@ -296,26 +298,71 @@ const (
 	adyenPrearbitrationWon = "PREARBITRATION_WON"
 	adyenPrearbitrationLst = "PREARBITRATION_LOST"
 	adyenOrderClosed       = "ORDER_CLOSED"
+	adyenOfferClosed       = "OFFER_CLOSED"
 	// The dispute flow's other stages (docs.adyen.com/risk-management/disputes-api/dispute-notifications).
 	adyenInformationSupplied = "INFORMATION_SUPPLIED"
 	adyenDefensePeriodEnded  = "DISPUTE_DEFENSE_PERIOD_ENDED"
 	adyenIssuerTimeExpired   = "ISSUER_RESPONSE_TIMEFRAME_EXPIRED"
 )
 
+// adyenNoEffect are the event codes Adyen documents (webhook-types,
+// "Standard webhook event codes"; adyen-go-api-library src/webhook
+// webhook_handler.go) that change no payment of an order, each with why:
+// stored, processed as a SUCCESS without effect, the reason in the
+// attempt's note (docs/platforms/adyen.md has the whole table).
+var adyenNoEffect = map[string]string{
+	"CAPTURE":                    "is the capture of an authorised payment: its AUTHORISATION paid the order",
+	"CAPTURE_FAILED":             "is a capture that failed: the payment stays as its AUTHORISATION left it, for a person to see in the Customer Area",
+	"AUTHORISATION_ADJUSTMENT":   "adjusts an authorised amount: what was paid is its AUTHORISATION's",
+	"PENDING":                    "says a payment is not final yet: its AUTHORISATION will say how it ended",
+	"EXPIRE":                     "says an authorisation's remaining amount expired uncaptured: no money moved",
+	"TECHNICAL_CANCEL":           "cancels a technical duplicate of a payment: no order's payment",
+	"ORDER_OPENED":               "opens an Adyen order (partial payments): its payments' AUTHORISATIONs say what was paid",
+	"NOTIFICATION_OF_FRAUD":      "reports fraud on a payment: a CHARGEBACK, if one follows, moves money",
+	"REQUEST_FOR_INFORMATION":    "asks for documents about a payment: no money moved yet (a chargeback may follow)",
+	"ISSUER_COMMENTS":            "carries the issuer's comments on a dispute: no money moved",
+	"MANUAL_REVIEW_ACCEPT":       "accepts a payment held for review: its AUTHORISATION says it was paid",
+	"MANUAL_REVIEW_REJECT":       "rejects a payment held for review: its CANCELLATION or REFUND, if any, moves money",
+	"POSTPONED_REFUND":           "says a refund is postponed: its REFUND will say how it ended",
+	"VOID_PENDING_REFUND":        "voids a pending POS refund: no money moved",
+	"HANDLED_EXTERNALLY":         "is a payment handled outside Adyen: nothing Adyen holds changed",
+	"RECURRING_CONTRACT":         "stores a shopper's recurring details: no payment",
+	"AUTORESCUE":                 "says a failed subscription payment is being retried: its AUTHORISATION will say how it ended",
+	"AUTORESCUE_NEXT_ATTEMPT":    "schedules the next auto-rescue attempt: no payment yet",
+	"CANCEL_AUTORESCUE":          "stops an auto-rescue: no money moved",
+	"REPORT_AVAILABLE":           "says a report is ready to download: reconciliation is by reports, not by this webhook",
+	"REFUND_WITH_DATA":           "is an unreferenced refund (no payment of an order)",
+	"PAIDOUT_REVERSED":           "reverses a payout: no payment of an order",
+	"PAYOUT_THIRDPARTY":          "is a payout: no payment of an order",
+	"PAYOUT_DECLINE":             "is a payout: no payment of an order",
+	"PAYOUT_EXPIRE":              "is a payout: no payment of an order",
+	"FUND_TRANSFER":              "is a fund transfer: no payment of an order",
+	"ACH_NOTIFICATION_OF_CHANGE": "reports changed bank details: no money moved",
+	"AUTHORISE_REFERRAL":         "refers an authorisation to the issuer: its AUTHORISATION will say how it ended",
+	"FRAUD_ONLY":                 "is a fraud check alone: no payment",
+	"PROCESS_RETRY":              "says Adyen retries processing: its outcome comes in its own event",
+}
+
 // callback maps a verified item to its callback. Its event id is
 // pspReference:eventCode:success; an item that cannot be read once its
 // event id is known is kept as unreadable.
 func (it *adyenItem) callback() (Callback, error) {
-	switch {
-	case strings.TrimSpace(it.PSPReference) == "":
+	if strings.TrimSpace(it.PSPReference) == "" {
 		return Callback{}, badRequest("pspReference is missing")
-	case strings.TrimSpace(it.EventCode) == "":
-		return Callback{}, badRequest("eventCode is missing")
-	case it.Success != "true" && it.Success != "false":
-		return Callback{}, badRequest("success must be \"true\" or \"false\"")
 	}
 	id := it.PSPReference + ":" + it.EventCode + ":" + it.Success
-	ev, err := it.event()
+	var ev callback.PaymentEvent
+	var err error
+	switch {
+	// Signed and ours from here: what cannot be read is kept, never
+	// refused (Adyen would resend it for 30 days).
+	case strings.TrimSpace(it.EventCode) == "":
+		err = badRequest("eventCode is missing")
+	case it.Success != "true" && it.Success != "false":
+		err = badRequest("success must be \"true\" or \"false\"")
+	default:
+		ev, err = it.event()
+	}
 	key := it.MerchantReference
 	if it.modification() {
 		// A modification's merchantReference is the one given with the
@@ -323,12 +370,15 @@ func (it *adyenItem) callback() (Callback, error) {
 		// by the payment it names.
 		key = it.payment()
 	}
+	if err == nil && ev.Ignored == "" && (ev.Type == "" || ev.Type == callback.TypePayment) && len(key) > callback.MaxBusinessKeyLen {
+		// A payment's merchantReference is its order: no order has one
+		// this long.
+		err = badRequest("merchantReference is longer than %d characters", callback.MaxBusinessKeyLen)
+	}
 	if err != nil {
 		return unreadable(id, key, err), nil
 	}
-	// A payment's merchantReference is its order: one too long for an
-	// order code is refused (400). Anything else keeps a usable key.
-	if it.EventCode != adyenAuthorisation && (strings.TrimSpace(key) == "" || len(key) > callback.MaxBusinessKeyLen) {
+	if strings.TrimSpace(key) == "" || len(key) > callback.MaxBusinessKeyLen {
 		key = it.PSPReference
 	}
 	return Callback{EventID: id, BusinessKey: key, Event: ev}, nil
@@ -371,6 +421,18 @@ func (it *adyenItem) event() (callback.PaymentEvent, error) {
 		if ok {
 			ev.Status, ev.PaidAt, ev.OccurredAt = callback.PaymentSuccess, ev.OccurredAt, nil
 		}
+	case adyenOfferClosed:
+		// The shopper did not complete the payment (an iDEAL or other
+		// redirect offer expired: docs.adyen.com/api-explorer/Webhooks/1/post/OFFER_CLOSED):
+		// a failed attempt of that payment, as AUTHORISATION false is.
+		if !ok {
+			return ignored("changes nothing")
+		}
+		if strings.TrimSpace(it.MerchantReference) == "" {
+			return ev, badRequest("merchantReference is missing")
+		}
+		ev.OrderCode, ev.PaymentNo, ev.Status = it.MerchantReference, it.PSPReference, callback.PaymentFailed
+		ev.Reason = "adyen OFFER_CLOSED: the offer expired before the shopper paid"
 	case adyenRefund, adyenCancelOrRefund, adyenCancellation:
 		// A cancellation of the authorisation gives the shopper's money
 		// back as a refund does: the order was paid, and is no more.
@@ -417,6 +479,9 @@ func (it *adyenItem) event() (callback.PaymentEvent, error) {
 		return callback.PaymentEvent{Type: callback.TypeClose, OrderCode: it.MerchantReference,
 			Reason: "adyen ORDER_CLOSED: the order was not paid in full in time", OccurredAt: parseRFC3339(it.EventDate)}, nil
 	default:
+		if why, known := adyenNoEffect[it.EventCode]; known {
+			return ignored(why)
+		}
 		return ignored("changes no payment")
 	}
 	if it.Amount == nil || isNullJSON(it.Amount.Value) {

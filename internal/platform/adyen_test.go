@@ -379,7 +379,7 @@ func TestAdyenHostile(t *testing.T) {
 	}
 	longPSP, longRef := valid, valid
 	longPSP.PSP = strings.Repeat("8", 300)
-	longRef.Ref = strings.Repeat("R", 5000)
+	longRef.PSP, longRef.Ref = "8816000000000098", strings.Repeat("R", 5000)
 	var noSignature map[string]any
 	require.NoError(t, json.Unmarshal([]byte(valid.json("x")), &noSignature))
 	delete(noSignature, "additionalData")
@@ -409,7 +409,6 @@ func TestAdyenHostile(t *testing.T) {
 		{"huge number", replace(`"value":1000`, `"value":1`+strings.Repeat("0", 60)), 400, "JSON number longer"},
 		{"deep nesting", replace(`"live":"false"`, `"live":`+strings.Repeat("[", 100)+strings.Repeat("]", 100)), 400, "nesting"},
 		{"huge pspReference", adyenSigned(adyenKey, longPSP), 400, "event id is longer"},
-		{"huge merchantReference", adyenSigned(adyenKey, longRef), 400, "business key is longer"},
 		{"over the size limit", append(append([]byte(nil), good[:len(good)-2]...), []byte(`,"pad":"`+strings.Repeat("x", 2<<20)+`"}`)...), 413, "size limit"},
 	}
 	for _, c := range cases {
@@ -421,7 +420,15 @@ func TestAdyenHostile(t *testing.T) {
 	}
 	require.Zero(t, p.Callbacks(t, "adyen"), "nothing refused is stored")
 
-	a := p.Post(t, "adyen", good, jsonHeader())
+	// Signed and ours, but no order can have that merchantReference: kept
+	// under its event id, FAILED with the reason, answered so Adyen stops.
+	a := p.Post(t, "adyen", adyenSigned(adyenKey, longRef), jsonHeader())
+	require.Equal(t, http.StatusOK, a.Status, string(a.Body))
+	row := p.St.WaitStatus(t, logIDOf(t, p, "adyen", longRef.PSP+":AUTHORISATION:true"), callback.StatusFailed)
+	require.Equal(t, longRef.PSP+":AUTHORISATION:true", row.BusinessKey)
+	require.Equal(t, "the notification could not be read: merchantReference is longer than 191 characters", *row.LastError)
+
+	a = p.Post(t, "adyen", good, jsonHeader())
 	require.Equal(t, http.StatusOK, a.Status, string(a.Body))
 	p.Settled(t, "adyen", "8816000000000099:AUTHORISATION:true")
 	require.Equal(t, payment.OrderPaid, p.Order(t, "ORD-AD-H").PaymentStatus)

@@ -15,8 +15,11 @@ import (
 // Alipay (preset alipay): the asynchronous trade notification (notify_url),
 // a form POST signed RSA2: SHA256withRSA, by Alipay's key, over every
 // parameter except sign and sign_type, sorted by name and joined as
-// k=v&k=v with the values form-decoded exactly once (rsaCheckV1). sign_type
-// must be RSA2 (RSA, i.e. SHA1withRSA, is refused) and charset utf-8.
+// k=v&k=v with the values form-decoded exactly once (rsaCheckV1), that
+// string being signed in the notification's charset (utf-8, gbk or
+// gb2312: the escaped bytes of the body are in it, and the values are
+// stored and read as UTF-8). sign_type must be RSA2 (RSA, i.e.
+// SHA1withRSA, is refused).
 // Event id: notify_id (the same on every resend). Order: out_trade_no;
 // payment: trade_no; amount: total_amount in yuan (or in trans_currency
 // when the notification names one), converted to minor units;
@@ -44,7 +47,7 @@ const (
 	alipaySuccess      = "success"
 	alipayFail         = "fail"
 	alipaySignType     = "RSA2"
-	alipayCharset      = "utf-8"
+	alipayCharsetParam = "charset"
 	alipayCurrency     = "CNY"
 	alipayContentType  = "application/x-www-form-urlencoded"
 	alipayAnswerType   = "text/plain; charset=utf-8"
@@ -76,7 +79,7 @@ var (
 )
 
 func (p *alipay) Read(req Request) ([]Callback, error) {
-	f, err := p.form(req)
+	f, cs, err := p.form(req)
 	if err != nil {
 		return nil, err
 	}
@@ -89,33 +92,36 @@ func (p *alipay) Read(req Request) ([]Callback, error) {
 	case st != alipaySignType:
 		return nil, fmt.Errorf("sign_type %q is not accepted, only RSA2 (SHA256withRSA): %w", truncate(st), signature.ErrMalformed)
 	}
-	if err := p.keys.VerifyAny(alipaySignedContent(f), sign); err != nil {
+	// Alipay's SDKs verify the string's bytes in the notification's
+	// charset (alipay-sdk-java AlipaySignature.rsaCheckV1(params, key,
+	// charset, signType): content.getBytes(charset)).
+	content, err := cs.Encode(string(alipaySignedContent(f)))
+	if err != nil {
+		return nil, badRequest("the parameters cannot be written in charset %s", truncate(cs.Name))
+	}
+	if err := p.keys.VerifyAny(content, sign); err != nil {
 		return nil, fmt.Errorf("parameter sign: %w", err)
 	}
 	return p.interpret(f)
 }
 
 func (p *alipay) Reread(req Request) ([]Callback, error) {
-	f, err := p.form(req)
+	f, _, err := p.form(req)
 	if err != nil {
 		return nil, err
 	}
 	return p.interpret(f)
 }
 
-// form reads the request's form body.
-func (p *alipay) form(req Request) (Form, error) {
+// form reads the request's form body, in the charset its charset
+// parameter names (Alipay's PC-website example sends gbk), else the one
+// its Content-Type names, else UTF-8.
+func (p *alipay) form(req Request) (Form, Charset, error) {
 	if err := needMediaType(req.Header, alipayContentType); err != nil {
-		return nil, err
+		return nil, Charset{}, err
 	}
-	f, err := ParseForm(req.Body)
-	if err != nil {
-		return nil, err
-	}
-	if cs := f["charset"]; cs != "" && !strings.EqualFold(cs, alipayCharset) {
-		return nil, badRequest("charset %q is not supported: set the app's charset to utf-8", truncate(cs))
-	}
-	return f, nil
+	_, params, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	return ParseFormCharset(req.Body, alipayCharsetParam, params["charset"])
 }
 
 // interpret checks a verified notification's merchant and maps it to its

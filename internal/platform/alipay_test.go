@@ -196,7 +196,7 @@ func TestAlipayRefusals(t *testing.T) {
 		"tampered body":   alipayExample("total_amount", "0.01").body("RSA2", sign),
 		"wrong key":       ex.signed(other),
 		"wrong app_id":    alipayExample("app_id", "2015102700040999").signed(k),
-		"charset=gbk":     alipayExample("charset", "gbk").signed(k),
+		"charset=Big5":    alipayExample("charset", "Big5").signed(k),
 		"sign_type=RSA":   ex.body("RSA", sign),
 		"no sign":         ex.body("RSA2", ""),
 	}
@@ -234,7 +234,7 @@ func TestAlipayReadErrors(t *testing.T) {
 		body []byte
 		want string
 	}{
-		"charset gbk":  {alipayExample("charset", "GBK").signed(k), `charset "GBK" is not supported`},
+		"charset Big5": {alipayExample("charset", "Big5").signed(k), `charset "Big5" is not supported (supported: gb2312, gbk, utf-8, utf8)`},
 		"other app":    {alipayExample("app_id", "x").signed(k), `app_id "x" is not this source's`},
 		"no notify_id": {alipayExample("notify_id", "").signed(k), "parameter notify_id is missing"},
 		"duplicate":    {append(ex.signed(k), "&app_id="+alipayAppID...), `parameter "app_id" appears twice`},

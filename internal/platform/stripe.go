@@ -118,18 +118,11 @@ func (p *stripe) interpret(body []byte) ([]Callback, error) {
 	if err != nil {
 		return nil, err
 	}
-	typ, err := obj.Scalar("type")
-	if err != nil {
-		return nil, err
-	}
 	// The endpoint secret says the event is Stripe's; livemode and account
 	// say whose money it is. A test-mode event never pays a live order, and
 	// a connected account's event only the source configured for it.
-	live, err := obj.Bool("livemode")
-	if err != nil {
-		return nil, err
-	}
-	if live != p.livemode {
+	live, liveErr := obj.Bool("livemode")
+	if liveErr == nil && live != p.livemode {
 		return nil, foreign("livemode", strconv.FormatBool(live))
 	}
 	account, _ := obj.Scalar("account")
@@ -139,12 +132,26 @@ func (p *stripe) interpret(body []byte) ([]Callback, error) {
 		}
 		return nil, foreign("account", account)
 	}
+	// From here the event is signed, has its id and is not another
+	// merchant's: whatever else it lacks, it is kept as unreadable and
+	// answered 2xx (Stripe would retry it for three days), never refused.
+	// stripe-go's own test event (webhook.GenerateTestSignedPayload's
+	// payload in its tests) has neither type nor livemode.
+	typ, err := obj.Scalar("type")
+	if err == nil && liveErr != nil {
+		err = liveErr
+	}
+	if err != nil {
+		return []Callback{unreadable(id, stripeKey(obj, p.orderPath), err)}, nil
+	}
 	ev, err := p.event(obj, typ)
-	// The order, when the event names it (a code too long for one is
-	// refused, 400); else the payment it is about.
-	key, _ := obj.Scalar(p.orderPath)
-	if key == "" {
-		key = stripePayment(obj)
+	key := stripeKey(obj, p.orderPath)
+	if err == nil && len(key) > callback.MaxBusinessKeyLen {
+		if ev.Ignored == "" {
+			// No order has such a code: kept under the event's id.
+			err = badRequest("the order code at %s is longer than %d characters", p.orderPath, callback.MaxBusinessKeyLen)
+		}
+		key = ""
 	}
 	if err != nil {
 		return []Callback{unreadable(id, key, err)}, nil
@@ -153,6 +160,15 @@ func (p *stripe) interpret(body []byte) ([]Callback, error) {
 		key = id
 	}
 	return []Callback{{EventID: id, BusinessKey: key, Event: ev}}, nil
+}
+
+// stripeKey is an event's business key: the order, when the event names
+// it; else the payment it is about; "" when it names neither.
+func stripeKey(obj callback.Object, orderPath string) string {
+	if key, _ := obj.Scalar(orderPath); key != "" {
+		return key
+	}
+	return stripePayment(obj)
 }
 
 // stripePayment is the PaymentIntent an event's object is, or belongs to

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	stripego "github.com/stripe/stripe-go/v82"
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"callgate/internal/callback"
@@ -167,4 +168,43 @@ func orderStatus(t *testing.T, st *testenv.TestStore, code string) string {
 	var s string
 	require.NoError(t, st.SQL.QueryRow(`SELECT payment_status FROM orders WHERE order_code = ?`, code).Scan(&s))
 	return s
+}
+
+// TestStripeSDKTestEventIsKept: stripe-go's own minimal test event (the
+// payload its webhook tests sign with webhook.GenerateTestSignedPayload:
+// an id, object and api_version, no type, no livemode) is validly signed,
+// so it is answered 2xx, or Stripe would resend it for three days, and
+// kept as a notification that could not be read: FAILED with the reason,
+// nothing processed; its resend is a duplicate.
+func TestStripeSDKTestEventIsKept(t *testing.T) {
+	p := testenv.StartPlatform(t, "stripe", stripeConfig(stripeSecret))
+	payload := fmt.Appendf(nil, "{\n  \"id\": \"evt_test_webhook\",\n  \"object\": \"event\",\n  \"api_version\": %q\n}", stripego.APIVersion)
+	post := func() testenv.RawAnswer {
+		signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: payload, Secret: stripeSecret})
+		h := http.Header{}
+		h.Set("Content-Type", "application/json")
+		h.Set("Stripe-Signature", signed.Header)
+		return p.Post(t, "stripe", signed.Payload, h)
+	}
+
+	a := post()
+	require.Equal(t, http.StatusOK, a.Status, string(a.Body))
+	var ans struct {
+		Status    string            `json:"status"`
+		Callbacks []platform.Stored `json:"callbacks"`
+	}
+	require.NoError(t, json.Unmarshal(a.Body, &ans))
+	require.Equal(t, "accepted", ans.Status)
+	require.Len(t, ans.Callbacks, 1)
+	row := p.St.WaitStatus(t, ans.Callbacks[0].LogID, callback.StatusFailed)
+	require.Equal(t, "evt_test_webhook", row.EventID)
+	require.Equal(t, "evt_test_webhook", row.BusinessKey, "no order, no payment: kept under its id")
+	require.Equal(t, payload, row.Payload)
+	require.Equal(t, `the notification could not be read: field "type" is missing`, *row.LastError)
+	require.Empty(t, p.St.Notifications(t, row.ID), "nothing processed")
+
+	again := post()
+	require.Equal(t, http.StatusOK, again.Status, string(again.Body))
+	require.Contains(t, string(again.Body), fmt.Sprintf(`{"log_id":%d,"duplicate":true}`, row.ID))
+	require.Equal(t, 1, p.Callbacks(t, "stripe"))
 }
