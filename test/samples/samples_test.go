@@ -218,6 +218,12 @@ func configFor(t *testing.T, pf, name string) platform.Config {
 	case "alipay/default": // the documented example's app and seller
 		return platform.Config{PublicKeys: []platform.PublicKey{{Key: testenv.RSAPublicKeyPEM(k)}},
 			AppID: "2015102700040153", SellerID: "2088102119685838"}
+	case "alipay/gbk-2022": // the captured GBK notification's app and seller (alipay/PROVENANCE.md)
+		return platform.Config{PublicKeys: []platform.PublicKey{{Key: testenv.RSAPublicKeyPEM(k)}},
+			AppID: "2021001166613270", SellerID: "2088022931802892"}
+	case "alipay/gbk-2021":
+		return platform.Config{PublicKeys: []platform.PublicKey{{Key: testenv.RSAPublicKeyPEM(k)}},
+			AppID: "2021001188613166", SellerID: "2088931260191242"}
 	case "wechatpay/vector": // the published vector's merchant, app and APIv3 key
 		return platform.Config{MchID: "1230000109", AppID: "wxd678efh567hg6787", APIv3Key: wechatVectorKey,
 			PublicKeys: []platform.PublicKey{{ID: wechatPubKeyID, Key: testenv.RSAPublicKeyPEM(k)}}}
@@ -390,7 +396,7 @@ func signed(t *testing.T, s sample) ([]byte, http.Header) {
 	h := http.Header{}
 	switch s.platform {
 	case "alipay":
-		h.Set("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")
+		h.Set("Content-Type", "application/x-www-form-urlencoded; charset="+alipayCharset(string(s.body)))
 		return alipayForm(t, string(s.body)), h
 	case "kuaidi100":
 		h.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -425,9 +431,22 @@ func signed(t *testing.T, s sample) ([]byte, http.Header) {
 	return nil, nil
 }
 
+// alipayCharset is the sample's own charset parameter (utf-8 without
+// one), which Alipay's form is written in and its Content-Type names.
+func alipayCharset(decoded string) string {
+	for _, kv := range strings.Split(strings.TrimRight(decoded, "\n"), "&") {
+		if k, v, _ := strings.Cut(kv, "="); k == "charset" && v != "" {
+			return v
+		}
+	}
+	return "utf-8"
+}
+
 // alipayForm is the documented decoded parameter string as Alipay posts
 // it: each value form-encoded, with sign (RSA2 over the sorted decoded
-// parameters, the string the documentation shows) and sign_type.
+// parameters, the string the documentation shows) and sign_type. The
+// bytes are the sample's own, so a GBK sample is signed and form-encoded
+// as its GBK bytes, as Alipay signs (content.getBytes(charset)).
 func alipayForm(t *testing.T, decoded string) []byte {
 	t.Helper()
 	decoded = strings.TrimRight(decoded, "\n")
