@@ -197,5 +197,14 @@ func Describe(err error) string {
 // redirect, an address not allowed, an answer too long): no answer was
 // read, whatever an SDK made of the response it was handed.
 func Refused(err error) bool {
-	return errors.Is(err, ErrRedirect) || errors.Is(err, ErrInsecure) || errors.Is(err, ErrTooLarge)
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrRedirect) || errors.Is(err, ErrInsecure) || errors.Is(err, ErrTooLarge) {
+		return true
+	}
+	// An SDK that formats the error with %s (wechatpay-go's validator
+	// reading an answer too long) keeps only its text.
+	msg := err.Error()
+	return strings.Contains(msg, ErrTooLarge.Error()) || strings.Contains(msg, ErrRedirect.Error())
 }

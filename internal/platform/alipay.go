@@ -114,14 +114,16 @@ func (p *alipay) Reread(req Request) ([]Callback, error) {
 }
 
 // form reads the request's form body, in the charset its charset
-// parameter names (Alipay's PC-website example sends gbk), else the one
-// its Content-Type names, else UTF-8.
+// parameter names (Alipay's PC-website example sends gbk), else UTF-8.
+// Only the signed parameter decides: the Content-Type's charset is not
+// signed, and a body whose bytes read as text in two charsets would
+// otherwise be two notifications under one signature (a stored
+// notification, read again, has no Content-Type either).
 func (p *alipay) form(req Request) (Form, Charset, error) {
 	if err := needMediaType(req.Header, alipayContentType); err != nil {
 		return nil, Charset{}, err
 	}
-	_, params, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
-	return ParseFormCharset(req.Body, alipayCharsetParam, params["charset"])
+	return ParseFormCharset(req.Body, alipayCharsetParam, "")
 }
 
 // interpret checks a verified notification's merchant and maps it to its

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"callgate/internal/outbound"
 	"callgate/internal/store"
 )
 
@@ -117,8 +118,8 @@ func (g *gate) pause(status int, retryAfter string) time.Time {
 	defer g.mu.Unlock()
 	now := g.now().UTC()
 	wait := g.cfg.PauseDefault
-	if s, err := strconv.Atoi(retryAfter); err == nil && s >= 0 {
-		wait = time.Duration(s) * time.Second
+	if s, err := strconv.ParseInt(retryAfter, 10, 64); err == nil && s >= 0 {
+		wait = time.Duration(min(s, int64(g.cfg.MaxPause/time.Second)+1)) * time.Second
 	} else if t, err := http.ParseTime(retryAfter); err == nil {
 		wait = t.Sub(now)
 	}
@@ -154,7 +155,7 @@ func (g *gate) answered(outcome string, err error) (opened bool) {
 	}
 	g.st.Failures++
 	if err != nil {
-		g.st.LastError = err.Error()
+		g.st.LastError = outbound.Describe(err)
 	}
 	g.dirty = true
 	if g.st.Failures >= g.cfg.CircuitAfter {
@@ -174,7 +175,7 @@ func (g *gate) state() store.PlatformState {
 }
 
 // load reads the source's row (what another leader, or an earlier run,
-// left), keeping the late walk's position this process has.
+// left), unless this process has changes to it not saved yet.
 func (g *gate) load(ctx context.Context, st *store.Store) error {
 	p, err := st.ReconcilePlatform(ctx, g.source)
 	if err != nil {
@@ -205,6 +206,28 @@ func (g *gate) save(ctx context.Context, st *store.Store) error {
 		return err
 	}
 	return nil
+}
+
+// restartLate starts the late walk over from the oldest order.
+func (g *gate) restartLate() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.st.LateCreatedAt != nil {
+		g.st.LateCreatedAt, g.st.LateOrderCode, g.dirty = nil, "", true
+	}
+}
+
+// withBudget marks ctx with the time a source's run stops asking.
+func withBudget(ctx context.Context, until time.Time) context.Context {
+	return context.WithValue(ctx, budgetKey{}, until)
+}
+
+type budgetKey struct{}
+
+// spent reports whether the run's budget is over.
+func spent(ctx context.Context) bool {
+	until, ok := ctx.Value(budgetKey{}).(time.Time)
+	return ok && !time.Now().Before(until)
 }
 
 // passedLate moves the late walk past o.

@@ -133,6 +133,12 @@ func (c Config) Validate() error {
 	if c.GiveUp > 0 && c.After > 0 && c.GiveUp <= c.After {
 		errs = append(errs, fmt.Errorf("scheduler.reconcile.give_up (%s) must be longer than after (%s)", c.GiveUp, c.After))
 	}
+	// A query waits for the rate within its timeout: a rate slower than
+	// one query per query_timeout would time every query out.
+	if d := c.WithDefaults(); time.Duration(float64(time.Second)/d.Rate) >= d.QueryTimeout {
+		errs = append(errs, fmt.Errorf("scheduler.reconcile.rate (%g a second) must allow a query within query_timeout (%s): at least %g",
+			d.Rate, d.QueryTimeout, 2/d.QueryTimeout.Seconds()))
+	}
 	return errors.Join(errs...)
 }
 
@@ -217,9 +223,9 @@ type Job struct {
 	Counted func(source, outcome string)
 	Found   func(source, kind string)
 	GaveUp  func(source string)
-	// Stalled is told, after each source's run, whether it is paused and
-	// whether its circuit is open; CircuitOpened each time one opens.
-	Stalled       func(source string, paused, circuitOpen bool)
+	// CircuitOpened is told each time a source's circuit opens (the
+	// paused and open gauges are read from reconcile_platforms by every
+	// instance: internal/scheduler's Gauges).
 	CircuitOpened func(source string)
 	Now           func() time.Time
 }
@@ -277,6 +283,11 @@ func (j *Job) RunOnce(ctx context.Context) (int, error) {
 // then its silent waybills; it stops at a pause or an open circuit.
 func (j *Job) runSource(ctx context.Context, cfg Config, src *Source) (int, error) {
 	g := src.gateOf(cfg, j.now)
+	// A run asks for an interval at most (and the query under way): a
+	// platform slow to answer leaves the rest of its orders to the next
+	// run rather than hold back the others' (the job's runs do not
+	// overlap).
+	ctx = withBudget(ctx, time.Now().Add(cfg.Interval))
 	if err := g.load(ctx, j.Store); err != nil {
 		return 0, err
 	}
@@ -284,7 +295,6 @@ func (j *Job) runSource(ctx context.Context, cfg Config, src *Source) (int, erro
 		if err := g.save(context.WithoutCancel(ctx), j.Store); err != nil {
 			j.Log.Warn("reconcile: where the platform stands was not recorded", "source", src.Name, "error", err)
 		}
-		j.reportGate(src.Name, g)
 	}()
 	if why := g.blocked(); why != "" {
 		j.Log.Info("reconcile: not asking the platform now", "source", src.Name, "why", why)
@@ -320,6 +330,12 @@ func (j *Job) runSource(ctx context.Context, cfg Config, src *Source) (int, erro
 		if err != nil || stop {
 			return asked, err
 		}
+		if len(late) < cfg.BatchSize {
+			// The walk reached the window: the next one starts over, so
+			// that an order written with an older created_at, or given
+			// its payment_source after the walk passed, is asked too.
+			g.restartLate()
+		}
 	}
 	if src.Waybills != nil {
 		n, err := j.runWaybills(ctx, cfg, src, g)
@@ -339,6 +355,9 @@ func (j *Job) askAll(ctx context.Context, cfg Config, src *Source, g *gate, orde
 	for _, o := range orders {
 		if ctx.Err() != nil {
 			return asked, true, ctx.Err()
+		}
+		if spent(ctx) {
+			return asked, true, nil
 		}
 		if late && o.GaveUp {
 			g.passedLate(o)
@@ -360,15 +379,6 @@ func (j *Job) askAll(ctx context.Context, cfg Config, src *Source, g *gate, orde
 		}
 	}
 	return asked, false, nil
-}
-
-// reportGate tells the metrics where src's gate stands.
-func (j *Job) reportGate(source string, g *gate) {
-	if j.Stalled == nil {
-		return
-	}
-	st, now := g.state(), j.now()
-	j.Stalled(source, st.PausedUntil != nil && now.Before(*st.PausedUntil), st.CircuitOpenUntil != nil && now.Before(*st.CircuitOpenUntil))
 }
 
 // gateOf is src's gate (made by ForSource, or on first use), set to cfg.
@@ -404,6 +414,18 @@ func (j *Job) Ask(ctx context.Context, order store.DueOrder) (Report, error) {
 		return Report{}, fmt.Errorf("source %q is not reconciled (see the start-up line)", order.Source)
 	}
 	cfg := j.Config.WithDefaults()
+	g := src.gateOf(cfg, j.now)
+	if err := g.load(ctx, j.Store); err != nil {
+		return Report{}, err
+	}
+	defer func() {
+		if err := g.save(context.WithoutCancel(ctx), j.Store); err != nil {
+			j.Log.Warn("reconcile: where the platform stands was not recorded", "source", src.Name, "error", err)
+		}
+	}()
+	if why := g.blocked(); why != "" {
+		return Report{Outcome: OutcomeThrottled, Err: fmt.Errorf("%w: %s", ErrPaused, why)}, nil
+	}
 	if src.catchUp != nil {
 		if err := src.catchUp(ctx, j, cfg, src); err != nil {
 			return Report{}, err

@@ -42,6 +42,9 @@ func (j *Job) runWaybills(ctx context.Context, cfg Config, src *Source, g *gate)
 	}
 	asked := 0
 	for _, w := range due {
+		if spent(ctx) {
+			break
+		}
 		rep, err := j.askWaybill(ctx, cfg, src, silent, w)
 		if err != nil {
 			return asked, err

@@ -10,8 +10,9 @@ import (
 )
 
 // Gauges refreshes the backlog gauges: PENDING count and oldest age per
-// source, FAILED count per source, PENDING outbox rows, the relay lag and
-// the notifications parked in the unrouted queue.
+// source, FAILED count per source, PENDING outbox rows, the relay lag,
+// the notifications parked in the unrouted queue, and whether each
+// reconciled platform is paused or its circuit open.
 // It runs on every instance (not only the leader) so no instance exports
 // stale values.
 type Gauges struct {
@@ -67,6 +68,20 @@ func (g *Gauges) RunOnce(ctx context.Context) error {
 		}
 		g.Metrics.SchedulerLeader.Set(v)
 	}
+	// Where each reconciled platform stands, from the fleet's row (the
+	// lease holder writes it): every instance exports the same, so one
+	// that lost the lease while a platform was paused does not keep
+	// saying so.
+	platforms, err := g.Store.ReconcilePlatforms(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range platforms {
+		paused := p.PausedUntil != nil && now.Before(*p.PausedUntil)
+		open := p.CircuitOpenUntil != nil && now.Before(*p.CircuitOpenUntil)
+		g.Metrics.ReconcilePaused.WithLabelValues(p.Source).Set(b2f(paused))
+		g.Metrics.ReconcileCircuitOpen.WithLabelValues(p.Source).Set(b2f(open))
+	}
 	if g.UnroutedDepth != nil {
 		n, err := g.UnroutedDepth()
 		if err != nil {
@@ -75,4 +90,11 @@ func (g *Gauges) RunOnce(ctx context.Context) error {
 		g.Metrics.DownstreamUnrouted.Set(float64(n))
 	}
 	return nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

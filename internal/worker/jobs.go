@@ -140,13 +140,9 @@ func Reconciliation(ctx context.Context, set Settings, st *store.Store, platform
 	sc := set.Scheduler.WithDefaults()
 	job := &reconcile.Job{Config: sc.Reconcile, Store: st, Sources: map[string]*reconcile.Source{}, Announce: announce,
 		ReannounceAfter: sc.Compensation.Threshold, Log: logger,
-		Counted: func(src, outcome string) { m.ReconcileQueries.WithLabelValues(src, outcome).Inc() },
-		Found:   func(src, kind string) { m.ReconcileFound.WithLabelValues(src, kind).Inc() },
-		GaveUp:  func(src string) { m.ReconcileGaveUp.WithLabelValues(src).Inc() },
-		Stalled: func(src string, paused, open bool) {
-			m.ReconcilePaused.WithLabelValues(src).Set(b2f(paused))
-			m.ReconcileCircuitOpen.WithLabelValues(src).Set(b2f(open))
-		},
+		Counted:       func(src, outcome string) { m.ReconcileQueries.WithLabelValues(src, outcome).Inc() },
+		Found:         func(src, kind string) { m.ReconcileFound.WithLabelValues(src, kind).Inc() },
+		GaveUp:        func(src string) { m.ReconcileGaveUp.WithLabelValues(src).Inc() },
 		CircuitOpened: func(src string) { m.ReconcileCircuitOpened.WithLabelValues(src).Inc() }}
 	var asked, notAsked []string
 	for _, s := range set.Sources {
@@ -165,11 +161,4 @@ func Reconciliation(ctx context.Context, set Settings, st *store.Store, platform
 		"after", sc.Reconcile.After.String(), "give_up", sc.Reconcile.GiveUp.String())
 	job.LogStalled(ctx)
 	return job, nil
-}
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }

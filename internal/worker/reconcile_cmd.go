@@ -13,6 +13,7 @@ import (
 	"callgate/internal/intake"
 	"callgate/internal/metrics"
 	"callgate/internal/platform"
+	"callgate/internal/reconcile"
 	"callgate/internal/store"
 )
 
@@ -86,6 +87,12 @@ func reconcileOne(ctx context.Context, set Settings, kinds []string, code string
 	rep, err := job.Ask(ctx, o)
 	if err != nil {
 		return err
+	}
+	if rep.Outcome == reconcile.OutcomeThrottled {
+		// Paused or its circuit open (for the fleet), or it said 429/503
+		// now: the order is not charged a query.
+		fmt.Fprintf(out, "order %s, payment source %s: not asked now, the order is not charged a query: %v\n", code, o.Source, rep.Err)
+		return nil
 	}
 	fmt.Fprintf(out, "order %s, payment source %s, query %d: %s\n", code, o.Source, o.Queries+1, rep.Outcome)
 	if rep.Err != nil {
