@@ -55,11 +55,13 @@ func misbehaviours(trapURL string) []struct {
 // an unreachable platform: the order's query fails with the reason, nothing
 // is stored, and the redirect's target is never asked.
 func TestQueriersFollowNoRedirectAndReadNoOversizeAnswer(t *testing.T) {
+	t.Parallel()
 	rc := reconcile.Config{After: time.Minute, Backoff: []time.Duration{time.Hour}}
 	failed := func(want string) func(store.ReconcileState) bool {
 		return func(st store.ReconcileState) bool { return st.Queries >= 1 && strings.Contains(st.LastError, want) }
 	}
 	t.Run("alipay", func(t *testing.T) {
+		t.Parallel()
 		a := startAlipayReconcile(t, rc, testenv.RSAKeys()[1])
 		srv, came := trap(t)
 		for _, m := range misbehaviours(srv.URL) {
@@ -73,6 +75,7 @@ func TestQueriersFollowNoRedirectAndReadNoOversizeAnswer(t *testing.T) {
 		require.Zero(t, a.Callbacks(t, "alipay"))
 	})
 	t.Run("wechatpay", func(t *testing.T) {
+		t.Parallel()
 		w := startWeChatReconcile(t, rc)
 		srv, came := trap(t)
 		for _, m := range misbehaviours(srv.URL) {
@@ -86,6 +89,7 @@ func TestQueriersFollowNoRedirectAndReadNoOversizeAnswer(t *testing.T) {
 		require.Zero(t, w.Callbacks(t, "wechatpay"))
 	})
 	t.Run("stripe", func(t *testing.T) {
+		t.Parallel()
 		srv, came := trap(t)
 		for _, m := range misbehaviours(srv.URL) {
 			s := startStripeReconcile(t, rc, func(sim *platformsim.Stripe) { sim.Misbehave(m.m) })
@@ -98,6 +102,7 @@ func TestQueriersFollowNoRedirectAndReadNoOversizeAnswer(t *testing.T) {
 		require.Zero(t, came.Load(), "the redirect was followed: Stripe's secret key went to it")
 	})
 	t.Run("kuaidi100", func(t *testing.T) {
+		t.Parallel()
 		k := startKuaidiReconcile(t, kuaidiKey)
 		srv, came := trap(t)
 		for _, m := range misbehaviours(srv.URL) {

@@ -94,6 +94,7 @@ func alipayPaid(tradeNo, total string) map[string]string {
 // is asked of it (its other orders keep their steps); once the circuit's
 // time is over, one query decides, and WeChat Pay answering closes it.
 func TestReconcileAHungPlatformDelaysOnlyItsOwnOrders(t *testing.T) {
+	t.Parallel()
 	r := startTwoReconciled(t, reconcile.Config{After: time.Minute, Backoff: []time.Duration{time.Hour},
 		QueryTimeout: 2 * time.Second, CircuitAfter: 3, CircuitOpen: 3 * time.Second})
 	r.wechat.Misbehave(platformsim.Misbehaviour{Delay: time.Hour})
@@ -144,15 +145,16 @@ func TestReconcileAHungPlatformDelaysOnlyItsOwnOrders(t *testing.T) {
 }
 
 // TestReconcileASlowPlatformHoldsBackTheOthersOneRunAtMost: WeChat Pay
-// answers every query, slowly (1.5 s each), with eight orders due: its
+// answers every query, slowly (1 s each), with six orders due: its
 // circuit never opens, yet an Alipay order that becomes due meanwhile is
-// asked after at most one of WeChat Pay's queries, not after all eight (a
+// asked after at most one of WeChat Pay's queries, not after all six (a
 // source's run stops asking after an interval; the rest of its orders
 // are the next run's).
 func TestReconcileASlowPlatformHoldsBackTheOthersOneRunAtMost(t *testing.T) {
+	t.Parallel()
 	r := startTwoReconciled(t, reconcile.Config{After: time.Minute, Backoff: []time.Duration{time.Hour}, QueryTimeout: 5 * time.Second})
-	r.wechat.Misbehave(platformsim.Misbehaviour{Delay: 1500 * time.Millisecond})
-	for i := range 8 {
+	r.wechat.Misbehave(platformsim.Misbehaviour{Delay: time.Second})
+	for i := range 6 {
 		code := "WX-SLOW-" + string(rune('1'+i))
 		r.wechat.SetTransaction(code, wechatAnswer("", "NOTPAY", 100))
 		r.order(t, "wechatpay", code, 100, 10*time.Minute)
@@ -160,10 +162,11 @@ func TestReconcileASlowPlatformHoldsBackTheOthersOneRunAtMost(t *testing.T) {
 	require.Eventually(t, func() bool { return r.wechat.Requests() >= 1 }, 10*time.Second, 10*time.Millisecond)
 	r.alipay.SetTrade("ALI-BESIDE-SLOW", alipayPaid("2026120322001400000000000088", "1.00"))
 	r.order(t, "alipay", "ALI-BESIDE-SLOW", 100, 5*time.Minute)
-	r.waitStatus(t, "ALI-BESIDE-SLOW", payment.OrderPaid)
+	require.Eventually(t, func() bool { return r.alipay.Asked("ALI-BESIDE-SLOW") >= 1 }, 20*time.Second, 5*time.Millisecond)
 	require.LessOrEqual(t, r.wechat.Requests(), 4, "the Alipay order waited for WeChat Pay's whole run")
+	r.waitStatus(t, "ALI-BESIDE-SLOW", payment.OrderPaid)
 	require.Nil(t, r.platformState(t, "wechatpay").CircuitOpenUntil, "slow is not unreachable")
-	for i := range 8 {
+	for i := range 6 {
 		r.wechatState(t, "WX-SLOW-"+string(rune('1'+i)))
 	}
 }
@@ -184,6 +187,7 @@ func (r *twoReconciled) wechatState(t *testing.T, order string) {
 // meanwhile. A Retry-After longer than max_pause is capped. Once the pause
 // is over and Alipay answers, the orders are found.
 func TestReconcileA429PausesThePlatformWithoutSpendingSteps(t *testing.T) {
+	t.Parallel()
 	r := startTwoReconciled(t, reconcile.Config{After: time.Minute, Backoff: []time.Duration{time.Hour}, MaxPause: 3 * time.Second})
 	r.alipay.Misbehave(platformsim.Misbehaviour{Status: 429, RetryAfter: "3600"})
 	for _, code := range []string{"ALI-429-1", "ALI-429-2", "ALI-429-3"} {
@@ -223,6 +227,7 @@ func TestReconcileA429PausesThePlatformWithoutSpendingSteps(t *testing.T) {
 // for on-call; an order FAILED (a failed attempt) is asked until give_up
 // like an unpaid one, and paid when the platform says so.
 func TestReconcileLeavesNoOrderUnlisted(t *testing.T) {
+	t.Parallel()
 	r := startTwoReconciled(t, reconcile.Config{After: time.Minute, GiveUp: 48 * time.Hour, Backoff: []time.Duration{time.Hour}})
 	r.alipay.SetTrade("ALI-OLD-PAID", alipayPaid("2026110122001400000000000001", "1.00"))
 	r.order(t, "alipay", "ALI-OLD-PAID", 100, 5*24*time.Hour)
