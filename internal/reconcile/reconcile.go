@@ -318,7 +318,7 @@ func (j *Job) runSource(ctx context.Context, cfg Config, src *Source) (int, erro
 		}
 		n, stop, err := j.askAll(ctx, cfg, src, g, due, false)
 		asked += n
-		if err != nil || stop {
+		if err != nil || stop || (n > 0 && spent(ctx)) {
 			return asked, err
 		}
 		late, err := j.Store.LateReconciles(ctx, src.Name, g.state().LateCreatedAt, g.state().LateOrderCode, windowStart, cfg.BatchSize)
@@ -356,7 +356,7 @@ func (j *Job) askAll(ctx context.Context, cfg Config, src *Source, g *gate, orde
 		if ctx.Err() != nil {
 			return asked, true, ctx.Err()
 		}
-		if spent(ctx) {
+		if asked > 0 && spent(ctx) { // each run asks one at least
 			return asked, true, nil
 		}
 		if late && o.GaveUp {

@@ -42,7 +42,7 @@ func (j *Job) runWaybills(ctx context.Context, cfg Config, src *Source, g *gate)
 	}
 	asked := 0
 	for _, w := range due {
-		if spent(ctx) {
+		if asked > 0 && spent(ctx) { // each run asks one at least
 			break
 		}
 		rep, err := j.askWaybill(ctx, cfg, src, silent, w)
