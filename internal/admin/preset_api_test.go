@@ -68,7 +68,8 @@ func TestAdminAPIPresetCallbacks(t *testing.T) {
 	require.NoError(t, e.st.DB.Raw("SELECT payment_status FROM orders WHERE order_code = 'api-test.myshopify.com/#4501'").Scan(&paid).Error)
 	require.Equal(t, "PAID", paid, "the replay reads the stored normalized event")
 
-	other := e.postShopify(t, "wh-api-2", "orders/updated", body)
+	pending := `{"id":4502,"name":"#4502","currency":"USD","total_price":"12.30","financial_status":"pending"}`
+	other := e.postShopify(t, "wh-api-2", "orders/updated", pending)
 	e.waitStatus(t, other, callback.StatusSuccess)
 	var o struct {
 		Attempts []struct {
@@ -80,7 +81,7 @@ func TestAdminAPIPresetCallbacks(t *testing.T) {
 	require.Len(t, o.Attempts, 1)
 	require.Equal(t, "SUCCESS", o.Attempts[0].Outcome)
 	require.NotNil(t, o.Attempts[0].Note)
-	require.Equal(t, `shopify topic "orders/updated" changes no payment`, *o.Attempts[0].Note)
+	require.Equal(t, `shopify order financial_status "pending" is not paid, and it is not cancelled`, *o.Attempts[0].Note)
 
 	var plain map[string]any
 	demo := e.failedPayment(t, "ORD-API-PLAIN", 100)

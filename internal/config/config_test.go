@@ -147,6 +147,14 @@ func TestInvalidConfigNamesTheField(t *testing.T) {
 			[]string{"sources[1] (shipdemo).business_key"}},
 		{"missing event id", func(s string) string { return strings.Replace(s, "event_id: {fields: [waybillNo, seq]}", "", 1) },
 			[]string{"sources[1] (shipdemo).event_id.fields"}},
+		{"event id from a header the signature does not cover", func(s string) string {
+			return strings.Replace(s, "event_id: {fields: [waybillNo, seq]}", "event_id: {header: X-GitHub-Delivery}", 1)
+		},
+			[]string{"sources[1] (shipdemo).event_id.header: X-GitHub-Delivery is not covered by the hmac-sha256 signature", "event_id.body_digest: true"}},
+		{"body digest beside fields", func(s string) string {
+			return strings.Replace(s, "event_id: {fields: [waybillNo, seq]}", "event_id: {fields: [waybillNo], body_digest: true}", 1)
+		},
+			[]string{"sources[1] (shipdemo).event_id.body_digest: does not go with"}},
 		{"typo in a key", func(s string) string {
 			return strings.Replace(s, "business_key: waybillNo", "bizness_key: waybillNo", 1)
 		},

@@ -133,6 +133,9 @@ func (h *Handler) Callback(c *gin.Context) {
 		return
 	}
 	schemeID := verified.EventID
+	if src.Config.EventID.BodyDigest {
+		schemeID = callback.BodyDigest(body)
+	}
 	if name := src.Config.EventID.Header; name != "" {
 		if schemeID = strings.TrimSpace(c.GetHeader(name)); schemeID == "" {
 			h.refuse(c, src, http.StatusBadRequest, "header "+name+" (the event id) is missing", nil)

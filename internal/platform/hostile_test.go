@@ -1,6 +1,8 @@
 package platform_test
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,6 +13,10 @@ import (
 	"callgate/internal/callback"
 	"callgate/internal/testenv"
 )
+
+// shopifyNumberTotal is a paid order without updated_at (its event id is
+// its digest) whose total is a number, not Shopify's decimal string.
+const shopifyNumberTotal = `{"id":1,"name":"#1","financial_status":"paid","currency":"EUR","total_price":25.5}`
 
 // TestStripeShopifyHostile sends correctly signed but unusable bodies and
 // oversized ones: each gets a 4xx with a reason, nothing is stored, and a
@@ -67,8 +73,8 @@ func TestStripeShopifyHostile(t *testing.T) {
 		{"order code of 300 bytes (no order has one)", "evt_h", func() (string, []byte, http.Header) {
 			return stripe(`{"id":"evt_h","type":"payment_intent.succeeded","livemode":false,"data":{"object":{"id":"pi_1","amount_received":5,"currency":"usd","metadata":{"order_code":"` + strings.Repeat("o", 300) + `"}}}}`)
 		}, `the notification could not be read: the order code at data.object.metadata.order_code is longer than 191 characters`},
-		{"shopify total as a number", shopifyShop + "/wh-h", func() (string, []byte, http.Header) {
-			return shopify(`{"id":1,"name":"#1","financial_status":"paid","currency":"EUR","total_price":25.5}`)
+		{"shopify total as a number", "sha256:" + fmt.Sprintf("%x", sha256.Sum256([]byte(shopifyNumberTotal))) + ":paid", func() (string, []byte, http.Header) {
+			return shopify(shopifyNumberTotal)
 		}, `the notification could not be read: field "total_price" must be a string or an integer`},
 	} {
 		src, body, h := c.req()

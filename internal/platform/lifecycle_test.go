@@ -891,14 +891,15 @@ func lcShopifyPaid(currency, total string) []byte {
 
 // lcShopifyCancelled is the orders/cancelled sample delivered by shop:
 // its order_status_url, the one field of the signed body that names the
-// shop (jsmith.myshopify.com in the sample), names shop instead, as the
-// preset requires it to match the shop header.
-func lcShopifyCancelled(t *testing.T, shop string) ([]byte, http.Header) {
+// shop (jsmith.myshopify.com in the sample), names shop instead, and its
+// id is id (Shopify's ids are unique across shops).
+func lcShopifyCancelled(t *testing.T, shop, id string) ([]byte, http.Header) {
 	t.Helper()
 	const url = `"order_status_url": "https://jsmith.myshopify.com/`
 	b := lcSample(t, "shopify_orders_cancelled.json")
 	require.Contains(t, string(b), url)
 	b = bytes.Replace(b, []byte(url), []byte(`"order_status_url": "https://`+shop+`/`), 1)
+	b = bytes.Replace(b, []byte(`"id": `+lcShopifyOrderID+`,`), []byte(`"id": `+id+`,`), 1)
 	h := shopifySigned(b, shopifySecret, "wh-lc-cancelled-"+shop, "orders/cancelled")
 	h.Set("X-Shopify-Shop-Domain", shop)
 	return b, h
@@ -910,7 +911,7 @@ func lcShopifyPay(t *testing.T, f *lcFlow, amount int64, currency, total string)
 	code := shopifyCode(lcShopifyName)
 	body := lcShopifyPaid(currency, total)
 	paid := f.step(t, body, shopifySigned(body, shopifySecret, "wh-lc-paid", "orders/paid"),
-		shopifyShop+"/"+lcShopifyOrderID+":orders/paid:2026-11-30T12:00:00-05:00", "", lcShip(code), lcPoints("points.add", code, amount, currency))
+		"order:"+lcShopifyOrderID+":2026-11-30T12:00:00-05:00:paid", "", lcShip(code), lcPoints("points.add", code, amount, currency))
 	require.Equal(t, lcOrder{Status: "PAID", PaymentNo: lcShopifyOrderID}, lcOrderOf(t, f.p, code))
 	return paid
 }
@@ -935,10 +936,10 @@ func TestShopifyLifecycleSamples(t *testing.T) {
 	const tx1, tx2 = "245135271310201194", "839212141605670573"
 	refund := lcSample(t, "shopify_refunds_create.json")
 	row := f.step(t, refund, shopifySigned(refund, shopifySecret, "wh-lc-refund", "refunds/create"),
-		shopifyShop+"/transaction:"+tx1+":SUCCESS", "",
+		"transaction:"+tx1+":SUCCESS", "",
 		lcRefunded(code, tx1, 7500, "USD", 7500, false), lcPoints("points.deduct", code, 7500, "USD"))
 	require.Equal(t, shopifyShop+"/order_id:"+lcShopifyOrderID, row.BusinessKey)
-	row2 := f.p.Settled(t, "shopify", shopifyShop+"/transaction:"+tx2+":SUCCESS")
+	row2 := f.p.Settled(t, "shopify", "transaction:"+tx2+":SUCCESS")
 	require.Equal(t, []string{lcRefunded(code, tx2, 1000, "USD", 8500, false), lcPoints("points.deduct", code, 1000, "USD")},
 		lcNotifications(t, p, row2.ID))
 	f.seen += 2
@@ -948,13 +949,13 @@ func TestShopifyLifecycleSamples(t *testing.T) {
 		{Order: code, RefundNo: tx2, PaymentNo: lcShopifyOrderID, Status: "SUCCEEDED", Amount: 1000, Currency: "USD", Log: row2.ID, Last: row2.ID},
 	}, lcRefunds(t, p))
 
-	body, h := lcShopifyCancelled(t, shopifyShop)
-	f.step(t, body, h, shopifyShop+"/"+lcShopifyOrderID+":orders/cancelled:2021-12-31T19:00:00-05:00",
+	body, h := lcShopifyCancelled(t, shopifyShop, lcShopifyOrderID)
+	f.step(t, body, h, "order:"+lcShopifyOrderID+":2021-12-31T19:00:00-05:00:cancelled",
 		"", lcClosed(code, "shopify orders/cancelled customer", "PARTIALLY_REFUNDED", 8500))
 	require.Equal(t, lcOrder{Status: "PARTIALLY_REFUNDED", PaymentNo: lcShopifyOrderID, Refunded: 8500}, lcOrderOf(t, p, code), "unchanged")
 
-	body, h = lcShopifyCancelled(t, otherShop)
-	f.step(t, body, h, otherShop+"/"+lcShopifyOrderID+":orders/cancelled:2021-12-31T19:00:00-05:00", "",
+	body, h = lcShopifyCancelled(t, otherShop, "820982911946154599")
+	f.step(t, body, h, "order:820982911946154599:2021-12-31T19:00:00-05:00:cancelled", "",
 		lcClosed(other, "shopify orders/cancelled customer", "CLOSED", 0))
 	require.Equal(t, lcOrder{Status: "CLOSED"}, lcOrderOf(t, p, other))
 	require.Equal(t, lcOrder{Status: "PARTIALLY_REFUNDED", PaymentNo: lcShopifyOrderID, Refunded: 8500}, lcOrderOf(t, p, code))
@@ -968,8 +969,8 @@ func TestShopifyLifecycleSamples(t *testing.T) {
 // TestShopifyDisputeSamples: disputes/create (under_review) opens the
 // dispute, disputes/update (won) wins it. The dispute sample is in CAD, so
 // its order is a CAD order (on a database of its own: the refund sample is
-// in USD, of the same order id). A dispute has neither updated_at nor
-// created_at: its event id is the delivery's X-Shopify-Webhook-Id.
+// in USD, of the same order id). A dispute has no updated_at: its event id
+// is "dispute:<id>:<status>".
 func TestShopifyDisputeSamples(t *testing.T) {
 	p := testenv.StartPlatform(t, "shopify", shopifyConfig(shopifySecret))
 	f := &lcFlow{p: p, source: "shopify", status: http.StatusOK}
@@ -979,13 +980,13 @@ func TestShopifyDisputeSamples(t *testing.T) {
 
 	created := lcSample(t, "shopify_disputes_create.json")
 	opened := f.step(t, created, shopifySigned(created, shopifySecret, "wh-lc-dispute-1", "disputes/create"),
-		shopifyShop+"/285332461850802063:disputes/create:under_review", "",
+		"dispute:285332461850802063:under_review", "",
 		lcDisputeMsg(code, "285332461850802063", "OPEN", 1150, "CAD"))
 	require.Equal(t, lcOrder{Status: "PAID", PaymentNo: lcShopifyOrderID, Dispute: "OPEN"}, lcOrderOf(t, p, code))
 
 	updated := lcSample(t, "shopify_disputes_update.json")
 	won := f.step(t, updated, shopifySigned(updated, shopifySecret, "wh-lc-dispute-2", "disputes/update"),
-		shopifyShop+"/285332461850802063:disputes/update:won", "",
+		"dispute:285332461850802063:won", "",
 		lcDisputeMsg(code, "285332461850802063", "WON", 1150, "CAD"))
 	require.Equal(t, lcOrder{Status: "PAID", PaymentNo: lcShopifyOrderID, Dispute: "WON"}, lcOrderOf(t, p, code))
 	require.Equal(t, []lcDispute{{Order: code, DisputeID: "285332461850802063", PaymentNo: lcShopifyOrderID, Status: "WON", Amount: 1150,

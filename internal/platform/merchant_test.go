@@ -156,7 +156,7 @@ func TestPresetPaymentCurrencies(t *testing.T) {
 			id, name, currency, total)
 		a := p.Post(t, "shopify", body, shopifySigned(body, shopifySecret, "wh", "orders/paid"))
 		require.Equal(t, http.StatusOK, a.Status, "%s: %s", name, a.Body)
-		return fmt.Sprintf("%s/%d:orders/paid:2026-11-30T12:00:00Z", shopifyShop, id)
+		return fmt.Sprintf("order:%d:2026-11-30T12:00:00Z:paid", id)
 	}
 	stripe("evt_jpy", "ORD-ST-JPY", 1999, 1999, "jpy")
 	stripe("evt_part", "ORD-ST-PART", 5000, 100, "usd")

@@ -10,30 +10,35 @@ import (
 	"callgate/internal/signature"
 )
 
-// Shopify (preset shopify): the order resource as JSON, signed with a
-// base64 HMAC-SHA256 of the raw body in X-Shopify-Hmac-Sha256, keyed with
-// the app's client secret. One app secret signs for every shop that
-// installs the app, and order names (#1001) repeat across shops, so the
-// shop is part of the order: a delivery's X-Shopify-Shop-Domain must be
-// one of shop_domains (required; others are refused, 403, nothing stored),
-// and the order code is "<shop>/<name>" (e.g.
-// "acme.myshopify.com/#1001"). The headers are not signed: a captured
-// body re-sent under another configured shop's domain names an order of
-// that shop, which must then also have the same name, amount and
-// currency to be paid.
+// Shopify (preset shopify): the order resource (and refunds,
+// transactions, disputes) as JSON, signed with a base64 HMAC-SHA256 of the
+// raw body in X-Shopify-Hmac-Sha256, keyed with the app's client secret.
+// Shopify signs the body only: no header and no timestamp. So nothing a
+// header says decides an event id or an effect (docs/security.md):
 //
-// Event id: from the signed body, "<id>:<topic>:<updated_at>" (the
-// order's id and last update, which every retry of a delivery repeats),
-// so a captured body re-sent with a new X-Shopify-Webhook-Id is a
-// duplicate, not a new callback; a body without id or updated_at (not an
-// order) falls back to X-Shopify-Webhook-Id. Topic (X-Shopify-Topic)
-// orders/paid pays, when the signed body's financial_status is paid too
-// (a body of an unpaid order under that topic is stored without effect);
-// other topics are stored and processed without effect. Order: name (or
-// order_path); payment: id; amount: total_price in the order's currency,
-// converted to minor units. Keys: secrets (old and new during a rotation:
-// Shopify may keep signing with the old one for up to an hour). Any 2xx
-// within 5 s; Shopify retries 8 times over 4 hours.
+//   - Resource and effect: from the signed body. An order (the body of
+//     every orders/* topic) pays when its financial_status is paid, closes
+//     when it has a cancelled_at; a refund counts its refund transactions;
+//     a transaction of kind refund settles one; a dispute moves by its
+//     status. X-Shopify-Topic is stored, never read: a body re-sent under
+//     another topic is the same event.
+//   - Event id: "order:<id>:<updated_at>:paid" (or ":cancelled"),
+//     "transaction:<id>:<status>" (a refund transaction, by either
+//     topic), "refund:<id>:<created_at>" (a refund with none settled),
+//     "dispute:<id>:<status>", from Shopify's ids, unique across shops;
+//     a body without them, or of another resource, "sha256:<digest of the
+//     body>". X-Shopify-Webhook-Id is stored, never read.
+//   - Shop: one app secret signs for every shop that installs the app,
+//     and order names (#1001) repeat across shops, so the order code is
+//     "<shop>/<name>" (e.g. "acme.myshopify.com/#1001"). The shop is the
+//     one the signed body names (an order's order_status_url), else the
+//     unsigned X-Shopify-Shop-Domain; it must be one of shop_domains
+//     (required; others are refused, 403, nothing stored).
+//
+// Order: name (or order_path); payment: id; amount: total_price in the
+// order's currency, converted to minor units. Keys: secrets (old and new
+// during a rotation: Shopify may keep signing with the old one for up to
+// an hour). Any 2xx within 5 s; Shopify retries 8 times over 4 hours.
 type shopify struct {
 	verifier  signature.Verifier
 	orderPath string
@@ -46,15 +51,7 @@ const (
 	shopifyWebhookHeader = "X-Shopify-Webhook-Id"
 	shopifyTopicHeader   = "X-Shopify-Topic"
 	shopifyShopHeader    = "X-Shopify-Shop-Domain"
-	shopifyTopicPaid     = "orders/paid"
-	// The lifecycle topics.
-	shopifyTopicCancelled     = "orders/cancelled"
-	shopifyTopicRefund        = "refunds/create"
-	shopifyTopicDisputeCreate = "disputes/create"
-	shopifyTopicDisputeUpdate = "disputes/update"
-	// A transaction created: a pending refund transaction that settled.
-	shopifyTopicTransaction = "order_transactions/create"
-	shopifyFinancialPaid    = "paid"
+	shopifyFinancialPaid = "paid"
 )
 
 // ShopifyOrderPathDefault is where the shopify preset reads the order code.
@@ -96,69 +93,270 @@ func (p *shopify) Read(req Request) ([]Callback, error) {
 
 func (p *shopify) Reread(req Request) ([]Callback, error) { return p.interpret(req) }
 
-// interpret checks a verified delivery's shop and maps it by topic
-// (shopify.dev/docs/api/webhooks, "List of topics"): orders/paid pays;
-// orders/cancelled closes; refunds/create counts or fails a refund
-// (shopify.dev/docs/api/admin-rest/latest/resources/refund); disputes/create
-// and disputes/update move a Shopify Payments dispute
-// (shopify.dev/docs/api/admin-rest/latest/resources/dispute). Any other
-// topic is stored and processed without effect.
+// The resources a Shopify webhook body can be, told by the body's own
+// (signed) fields, never by the unsigned X-Shopify-Topic.
+const (
+	shopifyResourceOrder       = "order"
+	shopifyResourceRefund      = "refund"
+	shopifyResourceTransaction = "transaction"
+	shopifyResourceDispute     = "dispute"
+)
+
+// shopifyResource names the resource a body is by the fields only that
+// resource has (shopify.dev/docs/api/admin-rest/latest/resources: an Order
+// has financial_status and no order_id; a Refund, a Transaction and a
+// Dispute name their order by order_id, and then transactions, kind and
+// initiated_at tell them apart), or "" for any other topic's resource
+// (products, customers, orders/edited's order_edit, orders/delete's bare
+// id), which changes no payment.
+func shopifyResource(obj callback.Object) string {
+	_, hasOrderID := obj["order_id"]
+	switch {
+	case hasOrderID && obj.Has("transactions"):
+		return shopifyResourceRefund
+	case hasOrderID && obj.Has("kind"):
+		return shopifyResourceTransaction
+	case hasOrderID && obj.Has("initiated_at"):
+		return shopifyResourceDispute
+	case !hasOrderID && obj.Has("financial_status"):
+		return shopifyResourceOrder
+	}
+	return ""
+}
+
+// interpret binds a verified delivery to its shop and maps it by the
+// resource its signed body is (shopify.dev/docs/api/webhooks, "List of
+// topics"): an order pays when its financial_status is paid and closes
+// when it has a cancelled_at, whichever topic delivered it (orders/paid,
+// orders/updated and orders/cancelled send the same order as it is); a
+// refund counts or fails its refund transactions
+// (shopify.dev/docs/api/admin-rest/latest/resources/refund); a refund
+// transaction settles (order_transactions/create); a dispute moves a
+// Shopify Payments dispute
+// (shopify.dev/docs/api/admin-rest/latest/resources/dispute). Anything
+// else is stored and processed without effect.
+//
+// Shopify signs the body only (no timestamp, no header), so nothing but
+// the body decides an event id or an effect: X-Shopify-Topic,
+// X-Shopify-Webhook-Id and the rest can be rewritten by whoever holds a
+// captured delivery, and a re-send with any of them changed is the same
+// event, a duplicate (docs/security.md).
 func (p *shopify) interpret(req Request) ([]Callback, error) {
-	shop := strings.ToLower(strings.TrimSpace(req.Header.Get(shopifyShopHeader)))
-	if shop == "" {
-		return nil, badRequest("header %s is missing", shopifyShopHeader)
-	}
-	if !p.shops[shop] {
-		return nil, foreign(shopifyShopHeader, shop)
-	}
-	topic := strings.TrimSpace(req.Header.Get(shopifyTopicHeader))
 	obj, err := callback.ParseObject(req.Body)
 	if err != nil {
 		return nil, err
 	}
-	// The shop header is not signed; where the signed body names a shop
-	// (an order's order_status_url on its myshopify.com domain), it must
-	// be the same one, so a body captured from one shop is never taken as
-	// another's.
-	if u, err := obj.Scalar("order_status_url"); err == nil {
-		if host := shopifyHost(u); strings.HasSuffix(host, ".myshopify.com") && host != shop {
-			return nil, foreign("order_status_url", host)
-		}
-	}
-	id, err := shopifyEventID(obj, shop, topic, req.Header)
+	shop, err := p.shop(obj, req.Header)
 	if err != nil {
 		return nil, err
 	}
-	key := id
-	if name, err := obj.Scalar(p.orderPath); err == nil && strings.HasPrefix(topic, "orders/") {
+	digest := callback.BodyDigest(req.Body)
+	switch shopifyResource(obj) {
+	case shopifyResourceOrder:
+		return p.order(obj, shop, digest), nil
+	case shopifyResourceRefund:
+		return shopifyRefundCallbacks(obj, shop, digest), nil
+	case shopifyResourceTransaction:
+		return []Callback{shopifyTransaction(obj, shop, digest)}, nil
+	case shopifyResourceDispute:
+		return []Callback{shopifyDisputeCallback(obj, shop, digest)}, nil
+	}
+	topic := strings.TrimSpace(req.Header.Get(shopifyTopicHeader))
+	return []Callback{{EventID: digest, BusinessKey: digest, Event: callback.PaymentEvent{
+		Ignored: fmt.Sprintf("shopify %s body is not an order, a refund, a transaction or a dispute: it changes no payment", truncate(topic))}}}, nil
+}
+
+// shop is the shop a delivery is from: the one its signed body names (an
+// order's order_status_url on its myshopify.com domain), else the
+// unsigned X-Shopify-Shop-Domain; either must be one of shop_domains
+// (403 otherwise, nothing stored). The header is used only where the body
+// names no shop, and then only for the business key of a refund,
+// transaction or dispute (which pays nothing by it: they find their
+// payment by Shopify's order id, unique across shops); it is never part
+// of an event id.
+func (p *shopify) shop(obj callback.Object, h http.Header) (string, error) {
+	if u, err := obj.Scalar("order_status_url"); err == nil {
+		if host := shopifyHost(u); strings.HasSuffix(host, ".myshopify.com") {
+			if !p.shops[host] {
+				return "", foreign("order_status_url", host)
+			}
+			return host, nil
+		}
+	}
+	shop := strings.ToLower(strings.TrimSpace(h.Get(shopifyShopHeader)))
+	if shop == "" {
+		return "", badRequest("header %s is missing", shopifyShopHeader)
+	}
+	if !p.shops[shop] {
+		return "", foreign(shopifyShopHeader, shop)
+	}
+	return shop, nil
+}
+
+// shopifyVersioned is "<resource>:<id>:<version>" from the signed body,
+// or digest when it lacks either: the id is Shopify's, unique across
+// shops, and version is what changes between two deliveries of the same
+// resource that mean different things.
+func shopifyVersioned(obj callback.Object, resource, versionField, digest string) string {
+	id, errID := obj.Scalar("id")
+	v, errV := obj.Scalar(versionField)
+	if errID != nil || errV != nil {
+		return digest
+	}
+	return resource + ":" + id + ":" + v
+}
+
+// order maps an order as it is: paid (financial_status paid) pays,
+// cancelled (cancelled_at) closes, both gives both (a paid order
+// cancelled), each its own event "order:<id>:<updated_at>:paid" or
+// ":cancelled", so that orders/paid and orders/updated delivering the same
+// order at the same updated_at are one event, and neither can be lost to
+// the other; neither is one event without effect.
+func (p *shopify) order(obj callback.Object, shop, digest string) []Callback {
+	base := shopifyVersioned(obj, shopifyResourceOrder, "updated_at", digest)
+	key := base
+	if name, err := obj.Scalar(p.orderPath); err == nil {
 		if code := ShopifyOrderCode(shop, name); len(code) <= callback.MaxBusinessKeyLen {
 			key = code
 		}
-	} else if no, err := obj.Scalar("order_id"); err == nil && len(no) < 64 {
-		// A refund or dispute names the order by Shopify's id: its key
-		// is the order's payment number, as its order finds it.
-		key = shop + "/order_id:" + no
 	}
-	if topic == shopifyTopicRefund {
-		evs, ids, err := shopifyRefund(obj, shop)
-		if err != nil {
-			return []Callback{unreadable(id, key, err)}, nil
+	fs, _ := obj.Scalar("financial_status")
+	cancelledAt, _ := obj.Scalar("cancelled_at")
+	var cbs []Callback
+	if fs == shopifyFinancialPaid {
+		id := base + ":paid"
+		if ev, err := p.paid(obj, shop); err != nil {
+			cbs = append(cbs, unreadable(id, key, err))
+		} else {
+			cbs = append(cbs, Callback{EventID: id, BusinessKey: key, Event: ev})
 		}
-		if len(evs) == 0 {
-			return []Callback{{EventID: id, BusinessKey: key, Event: callback.PaymentEvent{
-				Ignored: "shopify refund has no settled refund transaction: a pending one counts when its order_transactions/create says it succeeded"}}}, nil
-		}
-		cbs := make([]Callback, len(evs))
-		for i := range evs {
-			cbs[i] = Callback{EventID: ids[i], BusinessKey: key, Event: evs[i]}
-		}
-		return cbs, nil
 	}
-	ev, err := p.event(obj, shop, topic)
+	if cancelledAt != "" {
+		id := base + ":cancelled"
+		if ev, err := p.cancelled(obj, shop); err != nil {
+			cbs = append(cbs, unreadable(id, key, err))
+		} else {
+			cbs = append(cbs, Callback{EventID: id, BusinessKey: key, Event: ev})
+		}
+	}
+	if len(cbs) == 0 {
+		cbs = append(cbs, Callback{EventID: base, BusinessKey: key, Event: callback.PaymentEvent{
+			Ignored: fmt.Sprintf("shopify order financial_status %q is not %s, and it is not cancelled", truncate(fs), shopifyFinancialPaid)}})
+	}
+	return cbs
+}
+
+// paid maps a paid order: its payment is the order's id, in the customer's
+// (presentment) currency, the one its refund transactions are in
+// (shopify.dev/docs/api/admin-rest/latest/resources/order,
+// total_price_set); a body without it is in the shop's.
+func (p *shopify) paid(obj callback.Object, shop string) (callback.PaymentEvent, error) {
+	ev := callback.PaymentEvent{Status: callback.PaymentSuccess}
+	name, err := obj.Scalar(p.orderPath)
 	if err != nil {
-		return []Callback{unreadable(id, key, err)}, nil
+		return ev, err
 	}
-	return []Callback{{EventID: id, BusinessKey: key, Event: ev}}, nil
+	ev.OrderCode = ShopifyOrderCode(shop, name)
+	if ev.PaymentNo, err = obj.Scalar("id"); err != nil {
+		return ev, err
+	}
+	field := "total_price_set.presentment_money"
+	total, err := decimalAt(obj, field+".amount")
+	currency, cerr := obj.Scalar(field + ".currency_code")
+	if err != nil || cerr != nil || currency == "" {
+		field = "total_price"
+		if currency, err = obj.Scalar("currency"); err != nil {
+			return ev, err
+		}
+		if total, err = obj.Scalar("total_price"); err != nil {
+			return ev, err
+		}
+	}
+	if ev.Amount, ev.Currency, err = AmountIn(total, currency); err != nil {
+		return ev, badRequest("%s: %v", field, err)
+	}
+	ev.PaidAt = rfc3339At(obj, "processed_at")
+	return ev, nil
+}
+
+// cancelled maps a cancelled order: it closes.
+func (p *shopify) cancelled(obj callback.Object, shop string) (callback.PaymentEvent, error) {
+	name, err := obj.Scalar(p.orderPath)
+	if err != nil {
+		return callback.PaymentEvent{}, err
+	}
+	reason, _ := obj.Scalar("cancel_reason")
+	return callback.PaymentEvent{Type: callback.TypeClose, OrderCode: ShopifyOrderCode(shop, name),
+		Reason: strings.TrimSpace("shopify orders/cancelled " + reason), OccurredAt: rfc3339At(obj, "cancelled_at")}, nil
+}
+
+// shopifyOrderKey is the business key of a resource that names its order
+// by Shopify's id: the order's payment number, as its order finds it.
+func shopifyOrderKey(obj callback.Object, shop, fallback string) string {
+	if no, err := obj.Scalar("order_id"); err == nil && len(no) < 64 {
+		return shop + "/order_id:" + no
+	}
+	return fallback
+}
+
+// shopifyTransactionID is the event id of a settled refund transaction,
+// whether a refunds/create or its order_transactions/create delivered
+// it: one event.
+func shopifyTransactionID(ev callback.PaymentEvent) string {
+	return shopifyResourceTransaction + ":" + ev.RefundNo + ":" + ev.Status
+}
+
+// shopifyRefundCallbacks maps a Refund: one event per settled refund
+// transaction; none settled is one event without effect.
+func shopifyRefundCallbacks(obj callback.Object, shop, digest string) []Callback {
+	id := shopifyVersioned(obj, shopifyResourceRefund, "created_at", digest)
+	key := shopifyOrderKey(obj, shop, id)
+	evs, err := shopifyRefund(obj)
+	if err != nil {
+		return []Callback{unreadable(id, key, err)}
+	}
+	if len(evs) == 0 {
+		return []Callback{{EventID: id, BusinessKey: key, Event: callback.PaymentEvent{
+			Ignored: "shopify refund has no settled refund transaction: a pending one counts when its order_transactions/create says it succeeded"}}}
+	}
+	cbs := make([]Callback, len(evs))
+	for i := range evs {
+		cbs[i] = Callback{EventID: shopifyTransactionID(evs[i]), BusinessKey: key, Event: evs[i]}
+	}
+	return cbs
+}
+
+// shopifyTransaction maps a Transaction: a refund transaction that was
+// pending when its refund was created says here that it settled.
+func shopifyTransaction(obj callback.Object, shop, digest string) Callback {
+	id := shopifyVersioned(obj, shopifyResourceTransaction, "status", digest)
+	key := shopifyOrderKey(obj, shop, id)
+	if kind, _ := obj.Scalar("kind"); kind != "refund" {
+		return Callback{EventID: id, BusinessKey: key, Event: callback.PaymentEvent{
+			Ignored: fmt.Sprintf("shopify transaction of kind %q is not a refund", truncate(kind))}}
+	}
+	ev, settled, err := shopifyRefundTransaction(obj, "", nil)
+	switch {
+	case err != nil:
+		return unreadable(id, key, err)
+	case !settled:
+		return Callback{EventID: id, BusinessKey: key, Event: callback.PaymentEvent{Ignored: "shopify refund transaction is not settled yet"}}
+	}
+	return Callback{EventID: shopifyTransactionID(ev), BusinessKey: key, Event: ev}
+}
+
+// shopifyDisputeCallback maps a Dispute. It has no updated_at (its
+// initiated_at never moves): its status stands in, so each status of a
+// dispute is one event, and a captured "lost" re-sent after the dispute
+// was won is a duplicate, not a second loss.
+func shopifyDisputeCallback(obj callback.Object, shop, digest string) Callback {
+	id := shopifyVersioned(obj, shopifyResourceDispute, "status", digest)
+	key := shopifyOrderKey(obj, shop, id)
+	ev, err := shopifyDispute(obj)
+	if err != nil {
+		return unreadable(id, key, err)
+	}
+	return Callback{EventID: id, BusinessKey: key, Event: ev}
 }
 
 // shopifyHost is the lower-case host of an absolute URL, or "".
@@ -170,96 +368,22 @@ func shopifyHost(raw string) string {
 	return strings.ToLower(u.Hostname())
 }
 
-// event maps a delivery of topic.
-func (p *shopify) event(obj callback.Object, shop, topic string) (callback.PaymentEvent, error) {
-	var ev callback.PaymentEvent
-	switch topic {
-	case shopifyTopicPaid:
-		// The topic header is not signed: the signed body must say paid
-		// too, or a captured orders/create body re-sent as orders/paid
-		// would pay.
-		if fs, _ := obj.Scalar("financial_status"); fs != shopifyFinancialPaid {
-			return callback.PaymentEvent{Ignored: fmt.Sprintf("shopify order financial_status %q is not %s", truncate(fs), shopifyFinancialPaid)}, nil
-		}
-		ev.Status = callback.PaymentSuccess
-		name, err := obj.Scalar(p.orderPath)
-		if err != nil {
-			return ev, err
-		}
-		ev.OrderCode = ShopifyOrderCode(shop, name)
-		if ev.PaymentNo, err = obj.Scalar("id"); err != nil {
-			return ev, err
-		}
-		// The order is paid in the customer's (presentment) currency, the
-		// one its refund transactions are in
-		// (shopify.dev/docs/api/admin-rest/latest/resources/order,
-		// total_price_set); a body without it is in the shop's.
-		field := "total_price_set.presentment_money"
-		total, err := decimalAt(obj, field+".amount")
-		currency, cerr := obj.Scalar(field + ".currency_code")
-		if err != nil || cerr != nil || currency == "" {
-			field = "total_price"
-			if currency, err = obj.Scalar("currency"); err != nil {
-				return ev, err
-			}
-			if total, err = obj.Scalar("total_price"); err != nil {
-				return ev, err
-			}
-		}
-		if ev.Amount, ev.Currency, err = AmountIn(total, currency); err != nil {
-			return ev, badRequest("%s: %v", field, err)
-		}
-		ev.PaidAt = rfc3339At(obj, "processed_at")
-		return ev, nil
-	case shopifyTopicCancelled:
-		// The signed body must say cancelled too.
-		if at, _ := obj.Scalar("cancelled_at"); at == "" {
-			return callback.PaymentEvent{Ignored: "shopify order has no cancelled_at: it is not cancelled"}, nil
-		}
-		name, err := obj.Scalar(p.orderPath)
-		if err != nil {
-			return ev, err
-		}
-		reason, _ := obj.Scalar("cancel_reason")
-		return callback.PaymentEvent{Type: callback.TypeClose, OrderCode: ShopifyOrderCode(shop, name),
-			Reason: strings.TrimSpace("shopify orders/cancelled " + reason), OccurredAt: rfc3339At(obj, "cancelled_at")}, nil
-	case shopifyTopicTransaction:
-		// A refund transaction that was pending when its refund was
-		// created says here that it settled.
-		if kind, _ := obj.Scalar("kind"); kind != "refund" {
-			return callback.PaymentEvent{Ignored: fmt.Sprintf("shopify transaction of kind %q is not a refund", truncate(kind))}, nil
-		}
-		ev, ok, err := shopifyRefundTransaction(obj, "", nil)
-		if err != nil {
-			return ev, err
-		}
-		if !ok {
-			return callback.PaymentEvent{Ignored: "shopify refund transaction is not settled yet"}, nil
-		}
-		return ev, nil
-	case shopifyTopicDisputeCreate, shopifyTopicDisputeUpdate:
-		return shopifyDispute(obj)
-	}
-	return callback.PaymentEvent{Ignored: fmt.Sprintf("shopify topic %q changes no payment", truncate(topic))}, nil
-}
-
 // shopifyRefund maps a Refund: each of its refund transactions is a
 // refund of its own (by the transaction's id), SUCCESS or FAILED as it
 // settled; a pending one is left for its order_transactions/create. Its
 // payment is the order it refunds (order_id, the payment number
 // orders/paid recorded). A transaction's currency may be null (Shopify's
 // own sample): the refund's line items' presentment currency is taken.
-// It returns the events and their event ids.
-func shopifyRefund(obj callback.Object, shop string) ([]callback.PaymentEvent, []string, error) {
+func shopifyRefund(obj callback.Object) ([]callback.PaymentEvent, error) {
 	if _, err := obj.Scalar("id"); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if _, err := obj.Scalar("order_id"); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	txs, ok := obj.Array("transactions")
 	if !ok {
-		return nil, nil, badRequest("transactions is missing")
+		return nil, badRequest("transactions is missing")
 	}
 	var fallback *string
 	if items, ok := obj.Array("refund_line_items"); ok {
@@ -273,11 +397,10 @@ func shopifyRefund(obj callback.Object, shop string) ([]callback.PaymentEvent, [
 		}
 	}
 	var evs []callback.PaymentEvent
-	var ids []string
 	for i, raw := range txs {
 		m, isMap := raw.(map[string]any)
 		if !isMap {
-			return nil, nil, badRequest("transactions[%d] is not an object", i)
+			return nil, badRequest("transactions[%d] is not an object", i)
 		}
 		tx := callback.Object(m)
 		if kind, _ := tx.Scalar("kind"); kind != "refund" {
@@ -288,7 +411,7 @@ func shopifyRefund(obj callback.Object, shop string) ([]callback.PaymentEvent, [
 		}
 		ev, settled, err := shopifyRefundTransaction(tx, fmt.Sprintf("transactions[%d].", i), fallback)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if !settled {
 			continue
@@ -300,9 +423,8 @@ func shopifyRefund(obj callback.Object, shop string) ([]callback.PaymentEvent, [
 			ev.InitiatedAt = ev.OccurredAt
 		}
 		evs = append(evs, ev)
-		ids = append(ids, shop+"/transaction:"+ev.RefundNo+":"+ev.Status)
 	}
-	return evs, ids, nil
+	return evs, nil
 }
 
 // shopifyRefundTransaction maps one refund transaction; settled is false
@@ -409,34 +531,6 @@ func decimalAt(obj callback.Object, path string) (string, error) {
 		return "", &callback.FieldError{Field: path, Reason: "must be a decimal amount"}
 	}
 	return s, nil
-}
-
-// shopifyEventID is the event id of a delivery: from the signed body,
-// "<shop>/<id>:<topic>:<updated_at>" (created_at for a body that has no
-// updated_at, a Refund), which every retry of a delivery repeats, so that
-// a captured body re-sent with a new X-Shopify-Webhook-Id is a duplicate,
-// and one shop's resource never collides with another's; a body without
-// them falls back to "<shop>/" and X-Shopify-Webhook-Id. A Dispute has
-// no updated_at (its initiated_at never moves): its status stands in, so
-// each status of a dispute is one event, and a captured "lost" re-sent
-// after the dispute was won is a duplicate, not a second loss.
-func shopifyEventID(obj callback.Object, shop, topic string, h http.Header) (string, error) {
-	id, errID := obj.Scalar("id")
-	at, errAt := obj.Scalar("updated_at")
-	if errAt != nil && strings.HasPrefix(topic, "disputes/") {
-		at, errAt = obj.Scalar("status")
-	}
-	if errAt != nil {
-		at, errAt = obj.Scalar("created_at")
-	}
-	if errID == nil && errAt == nil {
-		return shop + "/" + id + ":" + topic + ":" + at, nil
-	}
-	hdr := strings.TrimSpace(h.Get(shopifyWebhookHeader))
-	if hdr == "" {
-		return "", badRequest("header %s is missing", shopifyWebhookHeader)
-	}
-	return shop + "/" + hdr, nil
 }
 
 func (p *shopify) Accepted(stored []Stored) Answer { return acceptedJSON(stored) }

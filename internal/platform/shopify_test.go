@@ -56,7 +56,7 @@ func TestShopifyPaysTheOrder(t *testing.T) {
 	p.CreateOrder(t, shopifyCode("#1001"), 2550, "EUR")
 	p.CreateOrder(t, "#1001", 2550, "EUR") // another shop's #1001, or an order of another platform
 	body := shopifyOrder("#1001", 820982911946154508, "25.50")
-	const id = shopifyShop + "/820982911946154508:orders/paid:2026-11-30T12:00:00-05:00"
+	const id = "order:820982911946154508:2026-11-30T12:00:00-05:00:paid"
 
 	a := p.Post(t, "shopify", body, shopifySigned(body, shopifySecret, "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043", "orders/paid"))
 	require.Equal(t, http.StatusOK, a.Status, string(a.Body))
@@ -78,24 +78,30 @@ func TestShopifyPaysTheOrder(t *testing.T) {
 	}
 	require.Equal(t, 1, p.Callbacks(t, "shopify"))
 
-	// The topic header is not signed: a captured body of an unpaid order
-	// re-sent as orders/paid pays nothing.
+	// The topic header is not signed, and not read: a captured body of an
+	// unpaid order re-sent as orders/paid pays nothing.
 	p.CreateOrder(t, shopifyCode("#1002"), 2550, "EUR")
 	pending := []byte(`{"id":820982911946154509,"name":"#1002","currency":"EUR","total_price":"25.50","financial_status":"pending","updated_at":"2026-11-30T12:00:00Z"}`)
 	require.Equal(t, http.StatusOK, p.Post(t, "shopify", pending, shopifySigned(pending, shopifySecret, "wh-forged", "orders/paid")).Status)
-	row = p.Settled(t, "shopify", shopifyShop+"/820982911946154509:orders/paid:2026-11-30T12:00:00Z")
+	row = p.Settled(t, "shopify", "order:820982911946154509:2026-11-30T12:00:00Z")
 	require.Contains(t, p.LastNote(t, row.ID), `financial_status "pending" is not paid`)
 	require.Equal(t, payment.OrderUnpaid, p.Order(t, shopifyCode("#1002")).PaymentStatus)
 
-	// Another topic is stored and changes nothing.
-	require.Equal(t, http.StatusOK, p.Post(t, "shopify", body, shopifySigned(body, shopifySecret, "wh-2", "orders/updated")).Status)
-	row = p.Settled(t, "shopify", shopifyShop+"/820982911946154508:orders/updated:2026-11-30T12:00:00-05:00")
-	require.Contains(t, p.LastNote(t, row.ID), "orders/updated")
+	// The same order under another topic (orders/updated, which Shopify
+	// sends beside orders/paid with the same body) is the same event.
+	again := p.Post(t, "shopify", body, shopifySigned(body, shopifySecret, "wh-2", "orders/updated"))
+	require.Equal(t, http.StatusOK, again.Status)
+	require.Contains(t, string(again.Body), `"duplicate":true`)
 
-	// A body that is not an order (no updated_at) keeps the webhook id.
-	app := []byte(`{"id":5,"name":"#1001","financial_status":"paid"}`)
-	require.Equal(t, http.StatusOK, p.Post(t, "shopify", app, shopifySigned(app, shopifySecret, "wh-app", "app/uninstalled")).Status)
-	p.Settled(t, "shopify", shopifyShop+"/wh-app")
+	// A body of another resource is keyed by its digest: under another
+	// webhook id, a duplicate.
+	app := []byte(`{"id":5,"name":"#1001"}`)
+	first := p.Post(t, "shopify", app, shopifySigned(app, shopifySecret, "wh-app", "app/uninstalled"))
+	require.Contains(t, string(first.Body), `"duplicate":false`)
+	row = p.Settled(t, "shopify", "sha256:"+fmt.Sprintf("%x", sha256.Sum256(app)))
+	require.Contains(t, p.LastNote(t, row.ID), "changes no payment")
+	again = p.Post(t, "shopify", app, shopifySigned(app, shopifySecret, "wh-app-2", "app/uninstalled"))
+	require.Contains(t, string(again.Body), `"duplicate":true`)
 }
 
 func TestShopifyRefusals(t *testing.T) {
@@ -105,9 +111,6 @@ func TestShopifyRefusals(t *testing.T) {
 	noShop.Del("X-Shopify-Shop-Domain")
 	otherShop := shopifySigned(body, shopifySecret, "wh-x", "orders/paid")
 	otherShop.Set("X-Shopify-Shop-Domain", "someone-else.myshopify.com")
-	notOrder := []byte(`{"id":5}`)
-	noID := shopifySigned(notOrder, shopifySecret, "wh-x", "orders/paid")
-	noID.Del("X-Shopify-Webhook-Id")
 	cases := map[string]struct {
 		body   []byte
 		h      http.Header
@@ -116,7 +119,6 @@ func TestShopifyRefusals(t *testing.T) {
 		"wrong signature":              {body, shopifySigned(body, "not-the-secret", "wh-x", "orders/paid"), http.StatusUnauthorized},
 		"tampered body":                {shopifyOrder("#2001", 1, "0.01"), shopifySigned(body, shopifySecret, "wh-x", "orders/paid"), http.StatusUnauthorized},
 		"no signature":                 {body, http.Header{"X-Shopify-Webhook-Id": {"wh-x"}}, http.StatusUnauthorized},
-		"no webhook id, no updated_at": {notOrder, noID, http.StatusBadRequest},
 		"no shop":                      {body, noShop, http.StatusBadRequest},
 		"a shop not configured":        {body, otherShop, http.StatusForbidden},
 	}
@@ -136,12 +138,13 @@ func TestShopifyRefusals(t *testing.T) {
 	require.Contains(t, last, "the notification could not be read: total_price: amount \"1.001\" has more than 2 decimal places")
 }
 
-// TestShopifyEventIDNamesTheShop: one app secret signs for every shop, and
-// order ids are the same bytes in any shop's body: the event id names the
-// shop, so the same body from two configured shops is two events, each
-// of its own shop's order; an order whose signed order_status_url names
-// another shop than the unsigned header is refused (403), not stored.
-func TestShopifyEventIDNamesTheShop(t *testing.T) {
+// TestShopifyShopFromTheSignedBody: the shop header is not signed, so it
+// is never part of an event id (Shopify's ids are unique across shops): the
+// same body re-sent under another configured shop's domain is a duplicate
+// and pays nothing there; where the signed body names its shop
+// (order_status_url), that shop is the order's whatever the header says,
+// and a shop not configured is refused (403), nothing stored.
+func TestShopifyShopFromTheSignedBody(t *testing.T) {
 	p := testenv.StartPlatform(t, "shopify", shopifyConfig(shopifySecret))
 	const other = "other-shop.myshopify.com"
 	p.CreateOrder(t, shopifyCode("#3001"), 100, "EUR")
@@ -152,18 +155,29 @@ func TestShopifyEventIDNamesTheShop(t *testing.T) {
 	h.Set("X-Shopify-Shop-Domain", other)
 	a := p.Post(t, "shopify", body, h)
 	require.Equal(t, http.StatusOK, a.Status)
-	require.Contains(t, string(a.Body), `"duplicate":false`, "another shop's delivery is another event")
-	p.Settled(t, "shopify", shopifyShop+"/3001:orders/paid:2026-11-30T12:00:00-05:00")
-	p.Settled(t, "shopify", other+"/3001:orders/paid:2026-11-30T12:00:00-05:00")
+	require.Contains(t, string(a.Body), `"duplicate":true`, "the same signed body under another shop's header is the same event")
+	row := p.Settled(t, "shopify", "order:3001:2026-11-30T12:00:00-05:00:paid")
+	require.Equal(t, shopifyCode("#3001"), row.BusinessKey)
 	require.Equal(t, payment.OrderPaid, p.Order(t, shopifyCode("#3001")).PaymentStatus)
-	require.Equal(t, payment.OrderPaid, p.Order(t, other+"/#3001").PaymentStatus)
+	require.Equal(t, payment.OrderUnpaid, p.Order(t, other+"/#3001").PaymentStatus)
 
+	p.CreateOrder(t, shopifyCode("#3002"), 100, "EUR")
+	p.CreateOrder(t, other+"/#3002", 100, "EUR")
 	bound := bytes.Replace(shopifyOrder("#3002", 3002, "1.00"), []byte(`{`),
 		[]byte(`{"order_status_url":"https://`+shopifyShop+`/548380009/orders/abc/authenticate?key=k",`), 1)
 	h = shopifySigned(bound, shopifySecret, "wh-c", "orders/paid")
 	h.Set("X-Shopify-Shop-Domain", other)
 	a = p.Post(t, "shopify", bound, h)
+	require.Equal(t, http.StatusOK, a.Status, string(a.Body))
+	row = p.Settled(t, "shopify", "order:3002:2026-11-30T12:00:00-05:00:paid")
+	require.Equal(t, shopifyCode("#3002"), row.BusinessKey, "the shop the signed body names")
+	require.Equal(t, payment.OrderPaid, p.Order(t, shopifyCode("#3002")).PaymentStatus)
+	require.Equal(t, payment.OrderUnpaid, p.Order(t, other+"/#3002").PaymentStatus)
+
+	foreignShop := bytes.Replace(shopifyOrder("#3003", 3003, "1.00"), []byte(`{`),
+		[]byte(`{"order_status_url":"https://someone-else.myshopify.com/548380009/orders/abc/authenticate?key=k",`), 1)
+	a = p.Post(t, "shopify", foreignShop, shopifySigned(foreignShop, shopifySecret, "wh-d", "orders/paid"))
 	require.Equal(t, http.StatusForbidden, a.Status, string(a.Body))
-	require.Contains(t, string(a.Body), `order_status_url \"`+shopifyShop+`\" is not this source's`)
+	require.Contains(t, string(a.Body), `order_status_url \"someone-else.myshopify.com\" is not this source's`)
 	require.Equal(t, 2, p.Callbacks(t, "shopify"))
 }

@@ -144,11 +144,20 @@ type EventID struct {
 	Fields []string `yaml:"fields"`
 	// Separator joins Fields. Default ":".
 	Separator string `yaml:"separator"`
-	// Header names a request header holding the event id (GitHub's
-	// X-GitHub-Delivery, Shopify's X-Shopify-Webhook-Id). It wins over
+	// Header names a request header holding the event id. It wins over
 	// Fields and over the scheme's id; a request without it is refused
-	// (400). Covered by the signature only if the scheme signs it.
+	// (400). Only a header the signature covers may be one (with scheme
+	// none, where nothing is signed, any): an event id from an unsigned
+	// header (GitHub's X-GitHub-Delivery under hmac-sha256, which signs
+	// the body only) would make a captured request re-sent with another
+	// value a new callback, stored and processed again, so such a source
+	// is refused at start (use BodyDigest or Fields).
 	Header string `yaml:"header"`
+	// BodyDigest makes the event id "sha256:<hex digest of the raw
+	// body>": for a platform that signs only the body and carries no id
+	// in it (GitHub), a re-sent delivery is then a duplicate whatever its
+	// headers say. It wins over Fields and the scheme's id.
+	BodyDigest bool `yaml:"body_digest"`
 	// IgnoreScheme uses Fields even when the scheme carries an id (such as
 	// Standard Webhooks' webhook-id). Default false.
 	IgnoreScheme bool `yaml:"ignore_scheme"`
@@ -185,6 +194,20 @@ const (
 	maxNameLen              = 64
 	schemeStandardWebhooks  = "standard-webhooks"
 )
+
+// signsHeader reports whether scheme's signature covers request header
+// name: Standard Webhooks signs webhook-id (with the timestamp and the
+// body); hmac-sha256 and stripe sign the body (and Stripe its t) only;
+// none signs nothing, so any header is as good as any other byte.
+func signsHeader(scheme, name string) bool {
+	switch scheme {
+	case schemeStandardWebhooks:
+		return strings.EqualFold(name, "webhook-id")
+	case signature.SchemeNone:
+		return true
+	}
+	return false
+}
 
 // WithDefaults returns a copy with the retry policy's unset fields at
 // their defaults.
@@ -329,11 +352,18 @@ func (c Config) validateGeneric() []error {
 	if c.BusinessKey == "" {
 		bad("business_key", "is required (the JSON field holding the business key)")
 	}
-	if len(c.EventID.Fields) == 0 && c.EventID.Header == "" && (c.Signature.Scheme != schemeStandardWebhooks || c.EventID.IgnoreScheme) {
-		bad("event_id.fields", "is required unless event_id.header or the scheme provides the event id")
+	if len(c.EventID.Fields) == 0 && c.EventID.Header == "" && !c.EventID.BodyDigest && (c.Signature.Scheme != schemeStandardWebhooks || c.EventID.IgnoreScheme) {
+		bad("event_id.fields", "is required unless event_id.body_digest, event_id.header or the scheme provides the event id")
 	}
 	if c.EventID.Header != "" && !validHeader.MatchString(c.EventID.Header) {
 		bad("event_id.header", "%q is not an HTTP header name", c.EventID.Header)
+	}
+	if h := c.EventID.Header; h != "" && validHeader.MatchString(h) && !signsHeader(c.Signature.Scheme, h) {
+		bad("event_id.header", "%s is not covered by the %s signature (it signs the body only): a captured request re-sent with another %s would be stored and processed again; take the event id from signed bytes instead: event_id.body_digest: true (a digest of the body), or event_id.fields (docs/security.md, \"Replays\")",
+			h, c.Signature.Scheme, h)
+	}
+	if c.EventID.BodyDigest && (c.EventID.Header != "" || len(c.EventID.Fields) > 0 || c.EventID.IgnoreScheme) {
+		bad("event_id.body_digest", "does not go with event_id.header, event_id.fields or event_id.ignore_scheme (the digest is the event id)")
 	}
 	if c.EventID.Header != "" && c.EventID.IgnoreScheme {
 		bad("event_id.ignore_scheme", "does not go with event_id.header (the header is the event id)")

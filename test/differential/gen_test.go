@@ -188,7 +188,7 @@ func ignoredNote(e *event) string {
 	case "alipay":
 		return "alipay trade_status WAIT_BUYER_PAY is neither a payment, a refund nor a closure"
 	case "shopify":
-		return `shopify topic "orders/updated" changes no payment`
+		return `shopify order financial_status "pending" is not paid, and it is not cancelled`
 	}
 	panic(e.Source)
 }
@@ -800,18 +800,22 @@ func (s step) eventID() string {
 		return fmt.Sprintf("EV-%d", e.Seq)
 	case "alipay":
 		return fmt.Sprintf("notify-%d", e.Seq)
-	case "shopify":
+	case "shopify": // docs/platforms/shopify.md, "Event ids": from the signed body only
 		switch {
 		case e.Ignored:
-			return fmt.Sprintf("%s/%d:orders/updated:%s", shop, 9000+e.Seq, e.PaidAt.Format(time.RFC3339))
+			return fmt.Sprintf("order:%d:%s", 9000+e.Seq, e.PaidAt.Format(time.RFC3339))
 		case e.Type == "payment":
-			return fmt.Sprintf("%s/%s:orders/paid:%s", shop, e.PaymentNo, e.PaidAt.Format(time.RFC3339))
+			return fmt.Sprintf("order:%s:%s:paid", e.PaymentNo, e.PaidAt.Format(time.RFC3339))
 		case e.Type == "close":
-			return fmt.Sprintf("%s/%s:orders/cancelled:%s", shop, e.PaymentNo, e.PaidAt.Format(time.RFC3339))
+			return fmt.Sprintf("order:%s:%s:cancelled", e.PaymentNo, e.PaidAt.Format(time.RFC3339))
 		case e.Type == "refund":
-			return fmt.Sprintf("%s/%s:refunds/create:%s", shop, e.RefundNo, e.PaidAt.Format(time.RFC3339))
+			status := "SUCCESS"
+			if e.Status == "FAILED" {
+				status = "FAILED"
+			}
+			return fmt.Sprintf("transaction:%s:%s", e.RefundNo, status)
 		default: // a dispute has no updated_at: its status stands in
-			return fmt.Sprintf("%s/%s:disputes/update:%s", shop, e.DisputeID, shopifyDisputeStatus(e))
+			return fmt.Sprintf("dispute:%s:%s", e.DisputeID, shopifyDisputeStatus(e))
 		}
 	}
 	panic("no source " + e.Source)
@@ -1136,14 +1140,18 @@ func renderShopify(e *event, id string) request {
 	topic := "orders/paid"
 	at := e.PaidAt.Format(time.RFC3339)
 	orderID, _ := strconv.Atoi(e.PaymentNo)
+	domain := shop
+	if e.Foreign {
+		domain = foreignShop
+	}
 	switch {
 	case e.Ignored:
 		topic = "orders/updated"
 		body = mustJSON(map[string]any{"id": 9000 + e.Seq, "name": e.Order, "currency": e.Currency, "total_price": decimal(e.Amount, e.Currency),
-			"financial_status": "paid", "updated_at": at})
+			"financial_status": "pending", "updated_at": at})
 	case e.Type == "payment":
 		body = mustJSON(map[string]any{"id": orderID, "name": e.Order, "currency": e.Currency, "total_price": decimal(e.Amount, e.Currency),
-			"financial_status": "paid", "updated_at": at, "processed_at": at, "order_status_url": "https://" + shop + "/548380009/orders/x/authenticate?key=k"})
+			"financial_status": "paid", "updated_at": at, "processed_at": at, "order_status_url": "https://" + domain + "/548380009/orders/x/authenticate?key=k"})
 	case e.Type == "close":
 		topic = "orders/cancelled"
 		body = mustJSON(map[string]any{"id": orderID, "name": e.Order, "currency": "USD", "total_price": "1.00", "financial_status": "voided",
@@ -1166,10 +1174,6 @@ func renderShopify(e *event, id string) request {
 		disputeID, _ := strconv.Atoi(e.DisputeID)
 		body = mustJSON(map[string]any{"id": disputeID, "order_id": orderID, "type": "chargeback", "amount": decimal(e.Amount, e.Currency),
 			"currency": e.Currency, "reason": "fraudulent", "status": status, "initiated_at": at})
-	}
-	domain := shop
-	if e.Foreign {
-		domain = foreignShop
 	}
 	return request{"shopify", body, http.Header{"Content-Type": {"application/json"},
 		"X-Shopify-Hmac-Sha256": {signature.SignHMAC(shopifySecret, body, "base64", "")},
