@@ -278,3 +278,19 @@ func (f *FailureLimiter) Blocked(client string) (bool, time.Duration) {
 
 // Fail records a failed attempt by client.
 func (f *FailureLimiter) Fail(client string) { f.limiter(client).Allow() }
+
+// Take spends one of client's turns if it has one, or reports how long
+// until it has: the same bounded table, for what is counted before it is
+// done rather than after it failed (single sign-on's starts and token
+// endpoint calls per address).
+func (f *FailureLimiter) Take(client string) (bool, time.Duration) {
+	r := f.limiter(client).Reserve()
+	if !r.OK() {
+		return false, f.Every // Burst 0: never a turn
+	}
+	if d := r.Delay(); d > 0 {
+		r.Cancel()
+		return false, d
+	}
+	return true, 0
+}

@@ -1,11 +1,14 @@
 package admin
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
+	"context"
+	"crypto/rand"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -19,10 +22,14 @@ import (
 // checks the ID token (signature against the provider's published keys,
 // issuer, audience, expiry); golang.org/x/oauth2 runs the code exchange.
 // What a sign-in carries between its start and the provider's redirect
-// back (state, nonce, PKCE verifier, the page to return to) lives in a
-// short-lived cookie MACed with a key derived from the client secret, so
-// starting a sign-in costs the server nothing to store and any gateway of
-// the fleet can finish it.
+// back (state, nonce, PKCE verifier, the page to return to, a digest of
+// the address that started it) lives in a short-lived cookie MACed with
+// the deployment's random key (store.DeploymentKey, shared by the fleet
+// through the database), so starting a sign-in costs the server nothing
+// to store and any gateway of the fleet can finish it. The key depends on
+// no configured secret: anyone can collect flow cookies, and a key
+// derived from the client secret would let them test guesses of it
+// offline.
 
 // SSOConfig is admin.oidc.
 type SSOConfig struct {
@@ -63,6 +70,13 @@ const (
 
 	// ssoHTTPTimeout bounds every call to the provider.
 	ssoHTTPTimeout = 10 * time.Second
+	// ssoKeyTimeout bounds one reading of the flow cookie's key.
+	ssoKeyTimeout = 5 * time.Second
+	// ssoKeyRetryMax is the longest pause between readings of the key
+	// while the database cannot be reached.
+	ssoKeyRetryMax = 10 * time.Second
+	// minFlowKeyBytes is the shortest flow cookie key taken.
+	minFlowKeyBytes = 32
 	// ssoRediscoverEvery spaces discovery attempts a login page can
 	// cause while the provider is unreachable: unauthenticated requests
 	// cannot turn into a stream of calls to it.
@@ -73,12 +87,20 @@ const (
 	maxActor = 255
 )
 
+// FlowKeySource reads the flow cookie's MAC key, at least
+// minFlowKeyBytes: the deployment's (store.DeploymentKey), so that every
+// gateway of the fleet accepts the others' flow cookies.
+type FlowKeySource func(ctx context.Context) ([]byte, error)
+
 // SSO signs operators in with an OpenID provider.
 type SSO struct {
-	cfg     SSOConfig
-	log     *slog.Logger
-	client  *http.Client
-	flowKey []byte
+	cfg    SSOConfig
+	log    *slog.Logger
+	client *http.Client
+	keys   FlowKeySource
+	// flowKey is nil until keys gave it: no sign-in starts or finishes
+	// before (LoadFlowKey).
+	flowKey atomic.Pointer[[]byte]
 
 	mu       sync.Mutex
 	found    *ssoProvider
@@ -91,14 +113,22 @@ type SSO struct {
 	spentOrder []spentFlow      // spent's keys in the order spent, for pruning
 
 	// exchanges bounds the calls to the provider's token endpoint, all
-	// clients together: a flow cookie is free to start, so its callbacks
+	// clients together: a flow cookie is cheap to start, so its callbacks
 	// wait their turn here rather than reach the provider at any rate.
 	exchanges *rate.Limiter
+	// starts bounds the sign-ins each client address starts, and
+	// addrExchanges the callbacks of each that take a turn in exchanges,
+	// before it waits: one address cannot collect flow cookies by the
+	// hundred, nor spend everyone's turns at the token endpoint.
+	starts        *FailureLimiter
+	addrExchanges *FailureLimiter
 }
 
-// NewSSO returns the single sign-on of cfg; nothing is fetched until Run
-// or the first sign-in.
-func NewSSO(cfg SSOConfig, log *slog.Logger) *SSO {
+// NewSSO returns the single sign-on of cfg, its flow cookies MACed with
+// the key keys gives; nothing is fetched until LoadFlowKey, Run or the
+// first sign-in. A nil keys is a random key of this SSO's own, at once
+// (a single process, the tests): no other process accepts its cookies.
+func NewSSO(cfg SSOConfig, keys FlowKeySource, log *slog.Logger) *SSO {
 	if cfg.RolesClaim == "" {
 		cfg.RolesClaim = RolesClaimDefault
 	}
@@ -108,10 +138,45 @@ func NewSSO(cfg SSOConfig, log *slog.Logger) *SSO {
 	if len(cfg.Scopes) == 0 {
 		cfg.Scopes = []string{oidc.ScopeOpenID, "email", "profile"}
 	}
-	m := hmac.New(sha256.New, []byte(cfg.ClientSecret))
-	m.Write([]byte("callgate-oidc-flow\x00" + cfg.Issuer + "\x00" + cfg.ClientID))
-	return &SSO{cfg: cfg, log: log, client: outbound.Client(outbound.Options{Timeout: ssoHTTPTimeout}), flowKey: m.Sum(nil),
-		exchanges: rate.NewLimiter(ssoExchangeRate, ssoExchangeBurst)}
+	s := &SSO{cfg: cfg, log: log, client: outbound.Client(outbound.Options{Timeout: ssoHTTPTimeout}), keys: keys,
+		exchanges:     rate.NewLimiter(ssoExchangeRate, ssoExchangeBurst),
+		starts:        &FailureLimiter{Every: ssoStartEvery, Burst: ssoStartBurst},
+		addrExchanges: &FailureLimiter{Every: ssoAddrExchangeEvery, Burst: ssoAddrExchangeBurst}}
+	if keys == nil {
+		key := make([]byte, minFlowKeyBytes)
+		_, _ = rand.Read(key) // crypto/rand.Read never fails (Go 1.24+)
+		s.flowKey.Store(&key)
+	}
+	return s
+}
+
+// LoadFlowKey reads the flow cookie's key, unless it is read already; an
+// error (the database cannot be reached yet) leaves single sign-on
+// unavailable (503) until a later call succeeds: Run calls it until then.
+func (s *SSO) LoadFlowKey(ctx context.Context) error {
+	if s.flowKey.Load() != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, ssoKeyTimeout)
+	defer cancel()
+	key, err := s.keys(ctx)
+	if err != nil {
+		return fmt.Errorf("reading single sign-on's flow cookie key: %w", err)
+	}
+	if len(key) < minFlowKeyBytes {
+		return fmt.Errorf("single sign-on's flow cookie key holds %d bytes, want at least %d", len(key), minFlowKeyBytes)
+	}
+	key = slices.Clone(key)
+	s.flowKey.CompareAndSwap(nil, &key)
+	return nil
+}
+
+// key is the flow cookie's key, or nil while it is not read yet.
+func (s *SSO) key() []byte {
+	if k := s.flowKey.Load(); k != nil {
+		return *k
+	}
+	return nil
 }
 
 // Only reports admin.oidc.only: no token form on the login page.

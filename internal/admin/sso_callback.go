@@ -87,17 +87,43 @@ type SignIn struct {
 	IDToken string
 }
 
-// Complete finishes a sign-in from the provider's redirect (its query)
-// and the flow cookie. Any failure is an *SSOError or a *NoRoleError, and
-// no session.
-func (s *SSO) Complete(ctx context.Context, q url.Values, flowCookie string) (SignIn, error) {
+// errOtherAddress is a callback from another address than the one that
+// started its flow: a flow cookie collected in one place and spent in
+// another, so that no address's budgets bound it. Like errBadState it
+// never reaches the provider and is not counted (the address it comes
+// from did not start it). A person whose address changed on the way (a
+// mobile network, a dual-stack connection switching family) starts again.
+var errOtherAddress = &SSOError{Status: http.StatusBadRequest,
+	Msg: "This sign-in was started from another network address than the one it came back from. Start again from the login page."}
+
+// Complete finishes a sign-in from the provider's redirect (its query),
+// the flow cookie and client, the address the redirect comes from
+// (ClientAddr). Any failure is an *SSOError or a *NoRoleError, and no
+// session. Only a flow cookie that holds, whose state matches and that
+// client started reaches the provider, after a turn of client's own
+// (non-blocking: past it, a 429 with RetryAfter) and then a turn of
+// everyone's (waited for up to ssoExchangeWait).
+func (s *SSO) Complete(ctx context.Context, q url.Values, flowCookie, client string) (SignIn, error) {
 	code, state, err := parseCallback(q)
 	if err != nil {
 		return SignIn{}, err
 	}
+	if s.key() == nil {
+		return SignIn{}, errNoFlowKey
+	}
 	f, ok := s.decodeFlow(flowCookie, time.Now())
 	if !ok || !hmac.Equal([]byte(state), []byte(f.State)) {
 		return SignIn{}, errBadState
+	}
+	if !hmac.Equal([]byte(f.Client), []byte(s.clientDigest(client))) {
+		return SignIn{}, errOtherAddress
+	}
+	// The address's own turn first, without waiting: one address's
+	// callbacks cannot queue for (and spend) everyone's turns.
+	if ok, retry := s.addrExchanges.Take(client); !ok {
+		return SignIn{}, &SSOError{Status: http.StatusTooManyRequests, RetryAfter: retry,
+			Msg: fmt.Sprintf("Too many sign-ins are finishing from your address. Start again from the login page in %d seconds.", RetryAfterSeconds(retry)),
+			Err: errors.New("the address's token endpoint calls over their bound")}
 	}
 	wait, cancel := context.WithTimeout(ctx, ssoExchangeWait)
 	err = s.exchanges.Wait(wait)

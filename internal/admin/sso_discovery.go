@@ -18,11 +18,27 @@ type ssoProvider struct {
 	endSession string
 }
 
-// Run discovers the provider, retrying with backoff while it cannot be
-// reached (a warning each time, never a crash), until it succeeds or ctx
-// ends.
+// Run reads the flow cookie's key, then discovers the provider, each
+// retried with backoff while the database or the provider cannot be
+// reached (a warning each time, never a crash), until both succeeded or
+// ctx ends.
 func (s *SSO) Run(ctx context.Context) {
 	wait := time.Second
+	for {
+		err := s.LoadFlowKey(ctx)
+		if err == nil {
+			break
+		}
+		s.log.WarnContext(ctx, "admin: single sign-on's flow cookie key not read yet, retrying (sign-ins answer 503 meanwhile)",
+			"retry_in", wait.String(), "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, ssoKeyRetryMax)
+	}
+	wait = time.Second
 	for {
 		_, err := s.discover(ctx, true)
 		if err == nil {

@@ -3,6 +3,7 @@ package admin
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // SSOError is a sign-in that did not give a session, with what the login
@@ -17,7 +18,12 @@ type SSOError struct {
 	// opposed to the provider's trouble or the person's (cancelled, no
 	// role): the sign-in limiter counts only these.
 	Suspect bool
+	// RetryAfter, on a 429, is how long the address must wait.
+	RetryAfter time.Duration
 }
+
+// RetryAfterSeconds is wait as Retry-After's whole seconds, at least one.
+func RetryAfterSeconds(wait time.Duration) int { return max(1, int(wait.Seconds()+0.5)) }
 
 // SuspectSignIn reports whether err is a failed sign-in of the kind a
 // forged redirect causes.

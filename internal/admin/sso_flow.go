@@ -7,6 +7,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -21,20 +23,46 @@ type ssoFlow struct {
 	Verifier string `json:"v"`
 	Next     string `json:"r"`
 	Expires  int64  `json:"e"`
+	// Client is the digest of the address that started the sign-in
+	// (clientDigest): its callback must come from there.
+	Client string `json:"c"`
 }
 
-// Begin starts a sign-in: the provider's authorization URL to send the
-// browser to, and the flow cookie's value. next is where to go afterwards
-// (already checked by the caller).
-func (s *SSO) Begin(ctx context.Context, next string) (authURL, flowCookie string, err error) {
+// Begin starts a sign-in for the browser at client (ClientAddr): the
+// provider's authorization URL to send it to, and the flow cookie's
+// value. next is where to go afterwards (already checked by the caller).
+// Before any call to the provider, client's starts are counted: past
+// their bound the error is an *SSOError 429 with RetryAfter.
+func (s *SSO) Begin(ctx context.Context, next, client string) (authURL, flowCookie string, err error) {
+	if s.key() == nil {
+		return "", "", errNoFlowKey
+	}
+	if ok, wait := s.starts.Take(client); !ok {
+		return "", "", &SSOError{Status: http.StatusTooManyRequests, RetryAfter: wait,
+			Msg: fmt.Sprintf("Too many sign-ins started from your address. Try again in %d seconds.", RetryAfterSeconds(wait))}
+	}
 	p, err := s.discover(ctx, false)
 	if err != nil {
 		return "", "", err
 	}
 	f := ssoFlow{State: randomToken(), Nonce: randomToken(), Verifier: oauth2.GenerateVerifier(), Next: next,
-		Expires: time.Now().Add(SSOFlowMaxAge).Unix()}
+		Expires: time.Now().Add(SSOFlowMaxAge).Unix(), Client: s.clientDigest(client)}
 	authURL = p.oauth.AuthCodeURL(f.State, oidc.Nonce(f.Nonce), oauth2.S256ChallengeOption(f.Verifier))
 	return authURL, s.encodeFlow(f), nil
+}
+
+// errNoFlowKey is a sign-in while the flow cookie's key is not read yet
+// (the database could not be reached when the gateway started).
+var errNoFlowKey = &SSOError{Status: http.StatusServiceUnavailable,
+	Msg: "Single sign-on is not ready yet (its key could not be read from the database); try again shortly."}
+
+// clientDigest names client in a flow cookie: keyed, so that the cookie,
+// which its holder can read, says nothing about the address to anyone
+// without the key, and cut to 128 bits, plenty to tell addresses apart.
+func (s *SSO) clientDigest(client string) string {
+	m := hmac.New(sha256.New, s.key())
+	m.Write([]byte("callgate-oidc-client\x00" + client))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
 
 func randomToken() string {
@@ -51,7 +79,7 @@ func (s *SSO) encodeFlow(f ssoFlow) string {
 }
 
 func (s *SSO) flowMAC(payload string) []byte {
-	m := hmac.New(sha256.New, s.flowKey)
+	m := hmac.New(sha256.New, s.key())
 	m.Write([]byte(payload))
 	return m.Sum(nil)
 }
@@ -61,7 +89,7 @@ func (s *SSO) flowMAC(payload string) []byte {
 func (s *SSO) decodeFlow(v string, now time.Time) (ssoFlow, bool) {
 	var f ssoFlow
 	payload, mac, ok := strings.Cut(v, ".")
-	if !ok || len(v) > 2*maxCallbackParam {
+	if !ok || len(v) > 2*maxCallbackParam || s.key() == nil {
 		return f, false
 	}
 	got, err := base64.RawURLEncoding.DecodeString(mac)

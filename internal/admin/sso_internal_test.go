@@ -21,7 +21,7 @@ import (
 func testSSO() *SSO {
 	return NewSSO(SSOConfig{Issuer: "https://idp.example.com", ClientID: "callgate", ClientSecret: "client-secret-0123456789",
 		RedirectURL: "https://callgate.example.com/admin/oidc/callback", Operators: []string{"ops"}, Viewers: []string{"staff"}},
-		slog.New(slog.DiscardHandler))
+		nil, slog.New(slog.DiscardHandler))
 }
 
 // FuzzParseCallback: whatever query the provider's redirect (or anyone
@@ -99,8 +99,8 @@ func FuzzDecodeFlow(f *testing.F) {
 	})
 }
 
-// TestDecodeFlowRefuses: a changed payload, another client's secret and
-// an expired flow are refused.
+// TestDecodeFlowRefuses: a changed payload, another key and an expired
+// flow are refused.
 func TestDecodeFlowRefuses(t *testing.T) {
 	s := testSSO()
 	now := time.Now()
@@ -110,9 +110,9 @@ func TestDecodeFlowRefuses(t *testing.T) {
 	require.True(t, ok)
 	_, ok = s.decodeFlow(v, now.Add(2*time.Minute))
 	require.False(t, ok, "expired")
-	other := NewSSO(SSOConfig{Issuer: "https://idp.example.com", ClientID: "callgate", ClientSecret: "another-secret-0123456789"}, slog.New(slog.DiscardHandler))
+	other := NewSSO(SSOConfig{Issuer: "https://idp.example.com", ClientID: "callgate", ClientSecret: "another-secret-0123456789"}, nil, slog.New(slog.DiscardHandler))
 	_, ok = other.decodeFlow(v, now)
-	require.False(t, ok, "MACed with another client secret")
+	require.False(t, ok, "MACed with another key (each SSO without a key source draws its own)")
 	f.State = "attacker"
 	forged := other.encodeFlow(f)
 	_, ok = s.decodeFlow(forged, now)
@@ -157,17 +157,17 @@ func TestIdentifyRoles(t *testing.T) {
 	require.Equal(t, &NoRoleError{Actor: "sso:sub-3", Claim: "groups", Values: []string{"sales"}}, noRole)
 	require.Empty(t, who.Role)
 
-	nested := NewSSO(SSOConfig{RolesClaim: "realm_access.roles", Operators: []string{"ops"}}, slog.New(slog.DiscardHandler))
+	nested := NewSSO(SSOConfig{RolesClaim: "realm_access.roles", Operators: []string{"ops"}}, nil, slog.New(slog.DiscardHandler))
 	who, err = nested.identify("sub-4", map[string]any{"realm_access": map[string]any{"roles": []any{"ops"}}})
 	require.NoError(t, err)
 	require.Equal(t, RoleOperator, who.Role)
 
-	urlClaim := NewSSO(SSOConfig{RolesClaim: "https://example.com/roles", Operators: []string{"ops"}}, slog.New(slog.DiscardHandler))
+	urlClaim := NewSSO(SSOConfig{RolesClaim: "https://example.com/roles", Operators: []string{"ops"}}, nil, slog.New(slog.DiscardHandler))
 	who, err = urlClaim.identify("sub-4", map[string]any{"https://example.com/roles": []any{"ops"}})
 	require.NoError(t, err, "a claim name with dots of its own")
 	require.Equal(t, RoleOperator, who.Role)
 
-	byEmail := NewSSO(SSOConfig{RolesClaim: "email", Viewers: []string{"v@example.com"}}, slog.New(slog.DiscardHandler))
+	byEmail := NewSSO(SSOConfig{RolesClaim: "email", Viewers: []string{"v@example.com"}}, nil, slog.New(slog.DiscardHandler))
 	for _, unverified := range []map[string]any{
 		{"email": "v@example.com", "email_verified": false},
 		{"email": "v@example.com", "email_verified": "false"},
@@ -230,12 +230,12 @@ func TestDiscoveryAttemptsAreBounded(t *testing.T) {
 	}))
 	defer idp.Close()
 	s := NewSSO(SSOConfig{Issuer: idp.URL, ClientID: "callgate", ClientSecret: "client-secret-0123456789",
-		RedirectURL: "https://cg.example.com/admin/oidc/callback", Viewers: []string{"v"}}, slog.New(slog.DiscardHandler))
+		RedirectURL: "https://cg.example.com/admin/oidc/callback", Viewers: []string{"v"}}, nil, slog.New(slog.DiscardHandler))
 	var wg sync.WaitGroup
 	errs := make(chan error, 20)
-	for range 20 {
+	for i := range 20 {
 		wg.Go(func() {
-			_, _, err := s.Begin(t.Context(), "/admin/")
+			_, _, err := s.Begin(t.Context(), "/admin/", fmt.Sprintf("192.0.2.%d", i))
 			errs <- err
 		})
 	}
@@ -299,18 +299,18 @@ func TestSpentFlowsArePruned(t *testing.T) {
 	require.Len(t, s.spentOrder, len(s.spent))
 }
 
-// TestTokenEndpointCallsAreBounded: flow cookies cost nothing to start, so
+// TestTokenEndpointCallsAreBounded: flow cookies are cheap to start, so
 // their callbacks take turns for the provider's token endpoint (all
-// clients together): past the bound a callback is told single sign-on is
+// clients together, after their address's own turn): past the bound a callback is told single sign-on is
 // busy (503, not a suspect sign-in), and its flow is not spent.
 func TestTokenEndpointCallsAreBounded(t *testing.T) {
 	t.Parallel()
 	s := testSSO()
 	s.exchanges = rate.NewLimiter(rate.Every(time.Hour), 1)
 	require.True(t, s.exchanges.Allow(), "the one turn is taken")
-	f := ssoFlow{State: "state-1", Nonce: "n", Verifier: "v", Expires: time.Now().Add(time.Minute).Unix()}
+	f := ssoFlow{State: "state-1", Nonce: "n", Verifier: "v", Expires: time.Now().Add(time.Minute).Unix(), Client: s.clientDigest("192.0.2.1")}
 	start := time.Now()
-	_, err := s.Complete(context.Background(), url.Values{"code": {"c"}, "state": {f.State}}, s.encodeFlow(f))
+	_, err := s.Complete(context.Background(), url.Values{"code": {"c"}, "state": {f.State}}, s.encodeFlow(f), "192.0.2.1")
 	var se *SSOError
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, http.StatusServiceUnavailable, se.Status, "%v", err)

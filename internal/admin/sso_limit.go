@@ -17,6 +17,29 @@ const (
 	ssoExchangeWait  = 5 * time.Second
 )
 
+// Per client address (ClientAddr: behind admin.trusted_proxies, the
+// client forwarded), in each gateway process:
+//
+//   - sign-ins started: ssoStartBurst, then one per ssoStartEvery. A
+//     start costs a redirect and an HMAC, and people retry and open tabs,
+//     so the bound is loose for a person (or an office behind one NAT);
+//     what it stops is one address collecting flow cookies by the hundred
+//     to spend them at once.
+//   - callbacks let through to the token endpoint's queue: as many. A
+//     flow cookie is bound to the address that started it, so within one
+//     process this bound meets the first only for flows collected over
+//     minutes (a cookie lives SSOFlowMaxAge) or at other gateways of the
+//     fleet; it keeps one address to half of ssoExchangeBurst, so that
+//     the others' sign-ins never wait behind it. It is above the failure
+//     budget (ten): an address whose codes the provider refused starts no
+//     more sign-ins, while one started before still finishes.
+const (
+	ssoStartBurst        = 20
+	ssoStartEvery        = 3 * time.Second
+	ssoAddrExchangeBurst = ssoExchangeBurst / 2
+	ssoAddrExchangeEvery = 3 * time.Second
+)
+
 // spend marks flow f's state used and reports whether it was unused: a
 // flow cookie carries one callback to the provider, so a captured or
 // minted one cannot buy more than one call to its token endpoint.

@@ -35,7 +35,7 @@ func TestSSOFollowsNoRedirectAndReadsNoOversizeAnswer(t *testing.T) {
 	defer idp.Close()
 	discover := func() error {
 		s := NewSSO(SSOConfig{Issuer: idp.URL, ClientID: "callgate", ClientSecret: "client-secret-0123456789",
-			RedirectURL: "https://callgate.example.com/admin/oidc/callback", Operators: []string{"ops"}}, slog.New(slog.DiscardHandler))
+			RedirectURL: "https://callgate.example.com/admin/oidc/callback", Operators: []string{"ops"}}, nil, slog.New(slog.DiscardHandler))
 		_, err := s.discoverNow(t.Context())
 		return err
 	}

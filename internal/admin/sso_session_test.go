@@ -29,7 +29,7 @@ func TestSSOSessionBinding(t *testing.T) {
 	handler := func(sso *admin.SSOConfig) *admin.Handler {
 		h := &admin.Handler{Tokens: tokens, Log: log, Service: &admin.Service{Store: st.Store, Log: log}}
 		if sso != nil {
-			h.SSO = admin.NewSSO(*sso, log)
+			h.SSO = admin.NewSSO(*sso, nil, log)
 		}
 		return h
 	}
@@ -82,7 +82,7 @@ func TestLoweringMaxSessionShortensOpenSessions(t *testing.T) {
 	handler := func(max time.Duration) *admin.Handler {
 		c := base
 		c.MaxSession = max
-		return &admin.Handler{Log: log, Service: &admin.Service{Store: st.Store, Log: log}, SSO: admin.NewSSO(c, log)}
+		return &admin.Handler{Log: log, Service: &admin.Service{Store: st.Store, Log: log}, SSO: admin.NewSSO(c, nil, log)}
 	}
 	id, err := handler(8*time.Hour).StartSession(t.Context(),
 		admin.Identity{Kind: admin.KindSSO, Actor: "o@example.com", Role: admin.RoleOperator, Subject: "sub-1"}, "")

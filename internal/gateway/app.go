@@ -213,7 +213,16 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 	if o := cfg.Admin.OIDC; o.Issuer != "" {
 		gcfg.Admin.SSO = admin.NewSSO(admin.SSOConfig{Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
 			RedirectURL: o.RedirectURL, RolesClaim: o.RolesClaim, Operators: o.Operators, Viewers: o.Viewers,
-			Only: o.Only, MaxSession: o.MaxSession, Scopes: o.Scopes}, log)
+			Only: o.Only, MaxSession: o.MaxSession, Scopes: o.Scopes},
+			func(ctx context.Context) ([]byte, error) { return st.DeploymentKey(ctx, store.DeploymentKeySSOFlow) }, log)
+		// The flow cookie's key is the fleet's, in MySQL: read now, so that
+		// sign-ins work as soon as the gateway serves. A database that
+		// cannot be reached yet does not stop the start, as it stops
+		// nothing else here: Run reads the key again until it can, and
+		// "Sign in with SSO" answers 503 meanwhile.
+		if err := gcfg.Admin.SSO.LoadFlowKey(ctx); err != nil {
+			log.Warn("gateway: single sign-on waits for its flow cookie key from MySQL", "error", err)
+		}
 		// An unreachable provider is a warning and a retry, not a crash:
 		// the token form (unless only) and the intake carry on.
 		go gcfg.Admin.SSO.Run(ctx)

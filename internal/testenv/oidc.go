@@ -127,6 +127,14 @@ func (p *OIDCProvider) TamperState(t testing.TB) {
 	p.control(t, http.MethodPost, "/control/tamper-state", nil)
 }
 
+// Exchanges is how many distinct codes the provider's token endpoint was
+// asked to exchange, refused or not.
+func (p *OIDCProvider) Exchanges(t testing.TB) int {
+	n, err := strconv.Atoi(p.control(t, http.MethodGet, "/control/exchanges", nil))
+	require.NoError(t, err)
+	return n
+}
+
 // Logouts is how many RP-initiated logouts the provider saw.
 func (p *OIDCProvider) Logouts(t testing.TB) int {
 	n, err := strconv.Atoi(p.control(t, http.MethodGet, "/control/logouts", nil))

@@ -5,7 +5,8 @@
 // and a control endpoint that says who signs in next and how their ID
 // token is spoiled (another audience, already expired), whether the next
 // redirect back carries an altered state, or whether the token endpoint
-// answers nonsense.
+// answers nonsense, and counts the codes its token endpoint was asked to
+// exchange.
 //
 //	oidcprovider -client-id callgate -client-secret s3cret
 //
@@ -106,6 +107,7 @@ func main() {
 		nonsenseToken bool
 		tamperState   bool
 		logouts       []string
+		codesSeen     = map[string]bool{}
 	)
 	mux := http.NewServeMux()
 	mux.HandleFunc(mockoidc.AuthorizationEndpoint, func(w http.ResponseWriter, r *http.Request) {
@@ -143,9 +145,11 @@ func main() {
 		http.Redirect(w, r, loc.String(), http.StatusFound)
 	})
 	mux.HandleFunc(mockoidc.TokenEndpoint, func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
 		mu.Lock()
 		nonsense := nonsenseToken
 		nonsenseToken = false
+		codesSeen[r.PostForm.Get("code")] = true
 		mu.Unlock()
 		if nonsense {
 			w.Header().Set("Content-Type", "application/json")
@@ -207,6 +211,15 @@ func main() {
 		tamperState = true
 		mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
+	})
+	// How many codes the token endpoint was asked to exchange, refused or
+	// not: distinct codes, as golang.org/x/oauth2 asks twice with the same
+	// code (the client secret in the header, then in the form) until an
+	// exchange has succeeded.
+	mux.HandleFunc("GET /control/exchanges", func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		_, _ = fmt.Fprint(w, len(codesSeen))
 	})
 	mux.HandleFunc("GET /control/logouts", func(w http.ResponseWriter, _ *http.Request) {
 		mu.Lock()
