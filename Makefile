@@ -36,8 +36,10 @@ services: ## make sure MariaDB and RabbitMQ run on 127.0.0.1 (installs them if m
 migrate: services build ## apply the database migrations
 	$(BIN)/gateway -config $(CONFIG) migrate
 
-run: migrate ## run the gateway and the worker on :8080 against local services (demo mode: CALLGATE_DEMO=1)
-	CALLGATE_DEMO=$${CALLGATE_DEMO:-1} scripts/run.sh $(CONFIG)
+# The gateway on this machine only unless CALLGATE_HTTP_ADDR says otherwise
+# (demo mode serves the published demo admin token; docs/getting-started.md).
+run: migrate ## run the gateway on 127.0.0.1:8080 and the worker against local services (demo mode: CALLGATE_DEMO=1)
+	CALLGATE_DEMO=$${CALLGATE_DEMO:-1} CALLGATE_HTTP_ADDR=$${CALLGATE_HTTP_ADDR:-127.0.0.1:8080} scripts/run.sh $(CONFIG)
 
 test: services ## every test: unit, integration, browser (race detector on), then the fault suite beside the HA scenarios
 	scripts/chromium.sh

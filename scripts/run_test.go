@@ -160,14 +160,9 @@ func startRun(t *testing.T, dir string) *run {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 
-	// The shipped file, with the worker's metrics on a free port: :9090
+	// The shipped file, with the worker's metrics on a free port: 9090
 	// may be taken by another worker on this machine.
-	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml"))
-	require.NoError(t, err)
-	const metrics = `metrics_addr: ":9090"`
-	require.Contains(t, string(raw), metrics)
-	cfgPath := filepath.Join(t.TempDir(), "callgate.yaml")
-	require.NoError(t, os.WriteFile(cfgPath, []byte(strings.Replace(string(raw), metrics, `metrics_addr: "127.0.0.1:0"`, 1)), 0o600))
+	cfgPath := filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml")
 
 	logPath := filepath.Join(t.TempDir(), "run.log")
 	f, err := os.Create(logPath)
@@ -181,6 +176,7 @@ func startRun(t *testing.T, dir string) *run {
 		"CALLGATE_AMQP_URL="+cfg.AMQP.URL,
 		"CALLGATE_AMQP_PREFIX="+cfg.AMQP.Prefix,
 		"CALLGATE_HTTP_ADDR=127.0.0.1:0",
+		"CALLGATE_WORKER_METRICS_ADDR=127.0.0.1:0",
 		"CALLGATE_DEMO=1", // as make run sets it
 	)
 	cmd.Stdout, cmd.Stderr = f, f
@@ -208,9 +204,9 @@ func (r *run) waitRunning(t *testing.T) string {
 	require.Eventually(t, func() bool {
 		out := r.output(t)
 		for line := range strings.Lines(out) {
-			var l struct{ Msg, Addr string }
+			var l struct{ Msg, Public string }
 			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "gateway: listening" {
-				addr = l.Addr
+				addr = l.Public
 			}
 		}
 		return addr != "" && strings.Contains(out, `"msg":"worker: started"`) && r.leases(t) == 1

@@ -110,21 +110,19 @@ func TestBinaryErrorsSayWhatIsWrong(t *testing.T) {
 }
 
 // TestBinaryStartNamesTheRefusedSetting builds the worker and starts it
-// with what MySQL or RabbitMQ refuses: each stops it at start with exit
-// status 1 and one ERROR line that names the setting and where its value
-// came from, never the password, before it consumes ("worker: started"
-// is not logged).
+// with what MySQL or RabbitMQ refuses, and with its metrics on an address
+// already taken: each stops it at start with exit status 1 and one ERROR
+// line that names the setting and where its value came from, never the
+// password, before it consumes ("worker: started" is not logged).
 func TestBinaryStartNamesTheRefusedSetting(t *testing.T) {
 	bin := testenv.Self(t)
 	cfg := testenv.Config(t)
-	// The shipped file with the worker's metrics on a free port (:9090 may
+	// The shipped file, with the worker's metrics on a free port (9090 may
 	// be another worker's on this machine).
-	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml"))
+	cfgPath := filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	const metrics = `metrics_addr: ":9090"`
-	require.Contains(t, string(raw), metrics)
-	cfgPath := filepath.Join(t.TempDir(), "callgate.yaml")
-	require.NoError(t, os.WriteFile(cfgPath, []byte(strings.Replace(string(raw), metrics, `metrics_addr: "127.0.0.1:0"`, 1)), 0o600))
+	defer taken.Close()
 
 	const password = "not-the-password-0123"
 	c, err := mysql.ParseDSN(cfg.MySQL.DSN)
@@ -135,8 +133,9 @@ func TestBinaryStartNamesTheRefusedSetting(t *testing.T) {
 	unknownDB.DBName = "callgate_t_none_" + testenv.Suffix()
 	wrongAMQP := strings.Replace(cfg.AMQP.URL, "guest:guest@", "guest:"+password+"@", 1)
 	require.NotEqual(t, cfg.AMQP.URL, wrongAMQP, "the test broker's URL is guest:guest@")
-	env := func(dsn, url string) []string {
-		return []string{"CALLGATE_MYSQL_DSN=" + dsn, "CALLGATE_AMQP_URL=" + url, "CALLGATE_AMQP_PREFIX=" + cfg.AMQP.Prefix}
+	env := func(dsn, url string, more ...string) []string {
+		return append([]string{"CALLGATE_MYSQL_DSN=" + dsn, "CALLGATE_AMQP_URL=" + url, "CALLGATE_AMQP_PREFIX=" + cfg.AMQP.Prefix,
+			"CALLGATE_WORKER_METRICS_ADDR=127.0.0.1:0"}, more...)
 	}
 	for _, tc := range []struct {
 		name string
@@ -149,6 +148,9 @@ func TestBinaryStartNamesTheRefusedSetting(t *testing.T) {
 			[]string{`worker: CALLGATE_MYSQL_DSN: mysql.dsn: MySQL at ` + c.Addr + ` has no database \"` + unknownDB.DBName + `\"`}},
 		{"AMQP wrong password", env(cfg.MySQL.DSN, wrongAMQP),
 			[]string{`worker: CALLGATE_AMQP_URL: amqp.url: RabbitMQ at `, `refused user \"guest\": wrong user or password`}},
+		{"metrics address in use", env(cfg.MySQL.DSN, cfg.AMQP.URL, "CALLGATE_WORKER_METRICS_ADDR="+taken.Addr().String()),
+			[]string{`worker: CALLGATE_WORKER_METRICS_ADDR: worker.metrics_addr: listen ` + taken.Addr().String() +
+				`: address already in use; set worker.metrics_addr (or CALLGATE_WORKER_METRICS_ADDR) to a free address`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := testenv.Exec(t, bin, tc.env, "-config", cfgPath)

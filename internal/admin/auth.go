@@ -86,6 +86,9 @@ func ParseTokens(s string) (Tokens, error) {
 		if len(name) > maxTokenName {
 			return nil, fmt.Errorf("admin.token[%d]: name longer than %d characters", i, maxTokenName)
 		}
+		if why := ssoActorForm(name); why != "" {
+			return nil, fmt.Errorf("admin.token[%d] (%s): %s", i, printableName(name), why)
+		}
 		if len(secret) < 12 {
 			return nil, fmt.Errorf("admin.token[%d] (%s): secret too short, use at least 12 characters", i, printableName(name))
 		}
@@ -96,6 +99,22 @@ func ParseTokens(s string) (Tokens, error) {
 		out = append(out, Token{Name: name, Role: role, digest: sha256.Sum256([]byte(secret))})
 	}
 	return out, nil
+}
+
+// ssoActorForm says why name cannot be a token's, or "". A token's name is
+// its audit actor, and a single sign-on user's actor is their verified
+// e-mail or "sso:<subject>" (identify): a token named in either form
+// would share a person's actor, and the audit trail could not tell their
+// actions apart. (ParseTokens splits on colons, so no name holds "sso:";
+// the check stands for whatever else makes tokens.)
+func ssoActorForm(name string) string {
+	switch {
+	case strings.Contains(name, "@"):
+		return `a token's name cannot hold "@": the audit trail names a single sign-on user by their e-mail, and a token so named would pass for one; choose a name without "@"`
+	case len(name) >= len("sso:") && strings.EqualFold(name[:len("sso:")], "sso:"):
+		return `a token's name cannot begin with "sso:": the audit trail names a single sign-on user without a verified e-mail "sso:<subject>"; choose another name`
+	}
+	return ""
 }
 
 // printableName is a token's name for an error message, cut to the

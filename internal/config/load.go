@@ -34,7 +34,7 @@ var envOverrides = []struct {
 	{"CALLGATE_AMQP_URL", "amqp.url", func(c *Config, v string) { c.AMQP.URL, c.AMQP.URLs = v, nil }, false},
 	{"CALLGATE_AMQP_URLS", "amqp.urls", func(c *Config, v string) { c.AMQP.URL, c.AMQP.URLs = "", splitList(v) }, false},
 	{"CALLGATE_AMQP_PREFIX", "amqp.prefix", func(c *Config, v string) { c.AMQP.Prefix = v }, false},
-	{"CALLGATE_HTTP_ADDR", "http.addr", func(c *Config, v string) { c.HTTP.Addr = v }, false},
+	{EnvHTTPAddr, "http.addr", func(c *Config, v string) { c.HTTP.Addr = v }, false},
 	{"CALLGATE_ADMIN_TOKEN", "admin.token", func(c *Config, v string) { c.Admin.Token = v }, false},
 	{"CALLGATE_OIDC_ISSUER", "admin.oidc.issuer", func(c *Config, v string) { c.Admin.OIDC.Issuer = v }, false},
 	{"CALLGATE_OIDC_CLIENT_ID", "admin.oidc.client_id", func(c *Config, v string) { c.Admin.OIDC.ClientID = v }, false},
@@ -44,7 +44,13 @@ var envOverrides = []struct {
 	{"CALLGATE_OIDC_VIEWERS", "admin.oidc.viewers", func(c *Config, v string) { c.Admin.OIDC.Viewers = splitList(v) }, false},
 	{EnvDemo, "demo", func(c *Config, v string) { c.Demo = v == "1" || strings.EqualFold(v, "true") }, false},
 	{"CALLGATE_METRICS_PUBLIC", "metrics.public", func(c *Config, v string) { c.Metrics.Public = v == "1" || strings.EqualFold(v, "true") }, false},
+	// The same name as worker.MetricsAddrEnv (TestWorkerMetricsAddr).
+	{"CALLGATE_WORKER_METRICS_ADDR", "worker.metrics_addr", func(c *Config, v string) { c.Worker.MetricsAddr = v }, false},
 }
+
+// EnvHTTPAddr names the environment variable that overrides http.addr
+// (the gateway names it when the address is in use).
+const EnvHTTPAddr = "CALLGATE_HTTP_ADDR"
 
 // envDurations are the public environment variables holding a duration
 // that win over the file.

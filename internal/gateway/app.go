@@ -241,6 +241,11 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 	if err != nil {
 		return err
 	}
+	if err := demoTokenOnLoopback(cfg, served); err != nil {
+		closeListener(served.Public)
+		closeListener(served.Admin)
+		return err
+	}
 	if cfg.Demo {
 		gcfg.Listening = func() {
 			if cfg.Admin.Token == admin.DemoToken {
@@ -266,9 +271,12 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 		case <-sctx.Done():
 		}
 	}()
-	ll := []Listener{{Name: "public", Listener: served.Public, Handler: NewRouter(gcfg)}}
+	// What each serves, as NewRouter and NewAdminRouter mount it, for the
+	// start-up line.
+	ll := []Listener{{Name: "public", Listener: served.Public, Handler: NewRouter(gcfg),
+		Operator: served.Admin == nil, Metrics: served.Admin == nil && gcfg.MetricsPublic}}
 	if served.Admin != nil {
-		ll = append(ll, Listener{Name: "admin", Listener: served.Admin, Handler: NewAdminRouter(gcfg)})
+		ll = append(ll, Listener{Name: "admin", Listener: served.Admin, Handler: NewAdminRouter(gcfg), Operator: true, Metrics: true})
 	}
 	err = ServeListeners(sctx, gcfg, ll...)
 	if refused := mq.Conn.Refused(); refused != nil {
@@ -293,11 +301,46 @@ func baseURL(ln net.Listener, hc config.HTTP) string {
 	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
+// demoTokenOnLoopback refuses to serve the published demo admin token
+// (demo mode without a token of one's own) where other machines reach it:
+// anyone who read docs/getting-started.md could replay callbacks with it.
+// It checks the listener serving the console and admin API, as bound
+// (":8080" is every interface, "localhost:8080" loopback).
+func demoTokenOnLoopback(cfg *config.Config, served Listeners) error {
+	if !admin.HoldsDemoToken(cfg.Admin.Token) {
+		return nil
+	}
+	e := &demoExposedError{setting: "http.addr", how: "listen on 127.0.0.1 (" + config.EnvHTTPAddr + "=127.0.0.1:8080, as make run does)", ln: served.Public}
+	if served.Admin != nil {
+		e = &demoExposedError{setting: "http.admin_addr", how: "put http.admin_addr on 127.0.0.1", ln: served.Admin}
+	}
+	host, _, err := net.SplitHostPort(e.ln.Addr().String())
+	if ip := net.ParseIP(host); err == nil && ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return e
+}
+
+// demoExposedError is demoTokenOnLoopback's refusal, a setting's fault
+// (config.SettingError): the start-up error says where its value came
+// from.
+type demoExposedError struct {
+	setting, how string
+	ln           net.Listener
+}
+
+func (e *demoExposedError) Setting() string { return e.setting }
+
+func (e *demoExposedError) Error() string {
+	return fmt.Sprintf("%s: %s reaches other machines, and in demo mode the console and admin API there accept the published demo admin token: "+
+		"%s, or set admin.token (CALLGATE_ADMIN_TOKEN) to a token of your own", e.setting, e.ln.Addr(), e.how)
+}
+
 // openListeners opens the listeners the caller did not: http.addr always,
 // http.admin_addr when set. On failure nothing stays open.
 func openListeners(hc config.HTTP, ls Listeners) (Listeners, error) {
 	if ls.Public == nil {
-		ln, err := listen.TCP("http.addr", hc.Addr)
+		ln, err := listen.TCP("http.addr", config.EnvHTTPAddr, hc.Addr)
 		if err != nil {
 			closeListener(ls.Admin)
 			return ls, err
@@ -305,7 +348,7 @@ func openListeners(hc config.HTTP, ls Listeners) (Listeners, error) {
 		ls.Public = ln
 	}
 	if ls.Admin == nil && hc.AdminAddr != "" {
-		ln, err := listen.TCP("http.admin_addr", hc.AdminAddr)
+		ln, err := listen.TCP("http.admin_addr", "", hc.AdminAddr)
 		if err != nil {
 			closeListener(ls.Public)
 			return ls, err

@@ -181,6 +181,9 @@ type Listener struct {
 	Name     string
 	Listener net.Listener
 	Handler  http.Handler
+	// Operator and Metrics say whether Handler serves the console and
+	// admin API, and /metrics: the start-up line names where they are.
+	Operator, Metrics bool
 }
 
 // ServeListeners serves every listener until ctx ends or one of them fails,
@@ -190,12 +193,27 @@ type Listener struct {
 func ServeListeners(ctx context.Context, cfg Config, ls ...Listener) error {
 	servers := make([]*http.Server, len(ls))
 	errc := make(chan error, len(ls))
+	// One line names every address as bound (the port of a ":0", the
+	// interface of ":8080"), and which of them serves the operator side
+	// and /metrics: whoever reads it sees at once what reaches the
+	// network.
+	at := map[string]string{"admin": "off", "metrics": "off"}
 	for i, l := range ls {
 		srv := newServer(cfg, l.Handler)
 		servers[i] = srv
 		go func() { errc <- serve(srv, l.Listener, cfg.Server) }()
-		cfg.Log.Info("gateway: listening", "listener", l.Name, "addr", l.Listener.Addr().String())
+		addr := l.Listener.Addr().String()
+		if l.Name == "public" {
+			at["public"] = addr
+		}
+		if l.Operator {
+			at["admin"] = addr
+		}
+		if l.Metrics {
+			at["metrics"] = addr
+		}
 	}
+	cfg.Log.Info("gateway: listening", "public", at["public"], "admin", at["admin"], "metrics", at["metrics"])
 	if cfg.Listening != nil {
 		cfg.Listening()
 	}

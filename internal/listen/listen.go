@@ -1,6 +1,6 @@
 // Package listen opens the processes' TCP listeners with an error that
 // names the setting and the address: "http.addr: listen :8080: address
-// already in use".
+// already in use", and for an address in use the ways to choose another.
 package listen
 
 import (
@@ -14,6 +14,9 @@ import (
 // Error is a listener that could not be opened.
 type Error struct {
 	setting string
+	// env is the environment variable that overrides the setting ("":
+	// none).
+	env string
 	// Addr is the address asked for.
 	Addr string
 	// Err is the system's error.
@@ -24,7 +27,18 @@ type Error struct {
 func (e *Error) Setting() string { return e.setting }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("%s: listen %s: %s", e.setting, e.Addr, reason(e.Err))
+	msg := fmt.Sprintf("%s: listen %s: %s", e.setting, e.Addr, reason(e.Err))
+	if errors.Is(e.Err, syscall.EADDRINUSE) {
+		// Often another copy of the process, or another service on a
+		// default port: say how to choose another address, not only
+		// which one is taken.
+		how := e.setting
+		if e.env != "" {
+			how += " (or " + e.env + ")"
+		}
+		msg += "; set " + how + " to a free address"
+	}
+	return msg
 }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -48,11 +62,12 @@ func reason(err error) string {
 	return err.Error()
 }
 
-// TCP listens on addr, which the config's setting gave.
-func TCP(setting, addr string) (net.Listener, error) {
+// TCP listens on addr, which the config's setting gave; env is the
+// environment variable that overrides the setting, "" when none does.
+func TCP(setting, env, addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, &Error{setting: setting, Addr: addr, Err: err}
+		return nil, &Error{setting: setting, env: env, Addr: addr, Err: err}
 	}
 	return ln, nil
 }

@@ -2,12 +2,12 @@ package store
 
 import (
 	"context"
-
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // With mysql.durability: replica, a callback is accepted only once two
@@ -42,6 +42,11 @@ var ErrNotReplicated = errors.New("no replica acknowledged the callback (semi-sy
 // does not replicate losslessly semi-synchronously (as opposed to not
 // being reachable to ask).
 var ErrReplicationSettings = errors.New("not lossless semi-synchronous replication")
+
+// errReadingDeadline is the cause PingReplicaWithin gives its own
+// deadline, so that readSemiSync can tell a primary that did not answer in
+// time from a caller that went away.
+var errReadingDeadline = errors.New("the primary did not answer the semi-sync reading in time")
 
 // semiSync is one reading of the primary's semi-sync status.
 type semiSync struct {
@@ -79,10 +84,14 @@ type semiSyncState struct {
 func (s *Store) readSemiSync(ctx context.Context) (semiSync, error) {
 	r, err := s.querySemiSync(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			// The caller gave up (a request whose client went away):
-			// that says nothing of the primary.
+		ownDeadline := errors.Is(context.Cause(ctx), errReadingDeadline)
+		if ctx.Err() != nil && !ownDeadline {
+			// The caller gave up (a request whose client went away, a
+			// process stopping): that says nothing of the primary.
 			return semiSync{}, err
+		}
+		if ownDeadline {
+			err = fmt.Errorf("%w: %w", errReadingDeadline, err)
 		}
 		// Unknown is not acknowledging: the metrics and /readyz say so
 		// rather than keep the last good reading.
@@ -202,6 +211,18 @@ func (s *Store) PingReplica(ctx context.Context) error {
 		return fmt.Errorf("no replica acknowledges commits (Rpl_semi_sync_master_status %s, %d semi-sync replicas connected): callbacks are answered 503", status, r.clients)
 	}
 	return nil
+}
+
+// PingReplicaWithin is PingReplica bounded by d, the replica watcher's
+// reading: a primary that does not answer within d (hung, or a network
+// that drops everything) makes the reading unknown, not acknowledging,
+// as a failed one does, where PingReplica under a context that ends keeps
+// the last reading (the caller went away). ctx ending still changes
+// nothing.
+func (s *Store) PingReplicaWithin(ctx context.Context, d time.Duration) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, d, errReadingDeadline)
+	defer cancel()
+	return s.PingReplica(ctx)
 }
 
 // CheckReplication verifies at start that the primary replicates

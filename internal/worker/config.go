@@ -28,8 +28,11 @@ type Config struct {
 	// ShutdownTimeout bounds how long in-flight callbacks may finish after
 	// SIGTERM. Default 20s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
-	// MetricsAddr serves GET /metrics and /healthz. Default ":9090"; "off"
-	// disables it.
+	// MetricsAddr serves GET /metrics and /healthz. Default
+	// "127.0.0.1:9090": this machine only, since the series name sources,
+	// queues and failure reasons and nothing asks who reads them; an
+	// address given (":9090" for every interface) is served as it is.
+	// "off" disables it. Env CALLGATE_WORKER_METRICS_ADDR (MetricsAddrEnv).
 	MetricsAddr string `yaml:"metrics_addr"`
 	// PprofAddr serves net/http/pprof on a separate listener (for
 	// profiling, e.g. "127.0.0.1:6061"). Default "": off. Never expose it.
@@ -65,12 +68,17 @@ type KindConfig struct {
 const (
 	HandlerTimeoutDefault  = 30 * time.Second
 	ShutdownTimeoutDefault = 20 * time.Second
-	MetricsAddrDefault     = ":9090"
+	MetricsAddrDefault     = "127.0.0.1:9090"
 	ConcurrencyDefault     = 2
 	BatchSizeDefault       = 64
 	BatchSizeLimit         = 1000
 	OrderGraceDefault      = 10 * time.Minute
 )
+
+// MetricsAddrEnv is the environment variable that overrides
+// worker.metrics_addr (internal/config's overrides read it; named here for
+// the error of an address in use).
+const MetricsAddrEnv = "CALLGATE_WORKER_METRICS_ADDR"
 
 // LockWaitFor is the worker's innodb_lock_wait_timeout and
 // lock_wait_timeout (row and metadata locks) for a handler timeout: half

@@ -103,12 +103,13 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 }
 
 // serveMetrics serves GET /metrics and /healthz for the worker on ln, or
-// on a new listener on addr when ln is nil.
-func serveMetrics(addr string, ln net.Listener, m *metrics.Metrics, logger *slog.Logger) (func(), error) {
+// on a new listener on addr when ln is nil, and returns the address it
+// is bound to.
+func serveMetrics(addr string, ln net.Listener, m *metrics.Metrics, logger *slog.Logger) (func(), string, error) {
 	if ln == nil {
 		var err error
-		if ln, err = listen.TCP("worker.metrics_addr", addr); err != nil {
-			return nil, err
+		if ln, err = listen.TCP("worker.metrics_addr", MetricsAddrEnv, addr); err != nil {
+			return nil, "", err
 		}
 	}
 	mux := http.NewServeMux()
@@ -123,12 +124,11 @@ func serveMetrics(addr string, ln net.Listener, m *metrics.Metrics, logger *slog
 			logger.Warn("worker: metrics server stopped", "error", err)
 		}
 	}()
-	logger.Info("worker: metrics on", "addr", ln.Addr().String())
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
-	}, nil
+	}, ln.Addr().String(), nil
 }
 
 // Reconciliation builds the job that asks the platforms about orders, with

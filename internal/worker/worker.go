@@ -158,12 +158,14 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 		}
 		defer stopPprof()
 	}
+	metricsAt := "off"
 	if cfg.MetricsAddr != "off" || opts.MetricsListener != nil {
-		stopHTTP, err := serveMetrics(cfg.MetricsAddr, opts.MetricsListener, m, logger)
+		stopHTTP, addr, err := serveMetrics(cfg.MetricsAddr, opts.MetricsListener, m, logger)
 		if err != nil {
 			return err
 		}
 		defer stopHTTP()
+		metricsAt = addr
 	}
 
 	// In-flight callbacks run under workCtx, which is cancelled only when
@@ -179,7 +181,9 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 		}
 		consumers.Go(func() { c.run(ctx, workCtx) })
 	}
-	logger.Info("worker: started", "kinds", reg.Kinds())
+	// The address bound, not the one asked for: who reads the line learns
+	// the port of a ":0" and whether the series reach the network.
+	logger.Info("worker: started", "kinds", reg.Kinds(), "metrics", metricsAt)
 
 	var refused error
 	select {
