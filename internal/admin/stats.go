@@ -3,6 +3,8 @@ package admin
 import (
 	"context"
 	"time"
+
+	"callgate/internal/store"
 )
 
 // Stats is the dashboard's view of the system.
@@ -27,6 +29,11 @@ type Stats struct {
 	MySQLReplica *string `json:"mysql_replica,omitempty"`
 	// Series is intake and failures per minute over the last hour.
 	Series []Point `json:"series"`
+	// DeadLettersDropped is, per source that had any, how many dead
+	// letters (signed notifications its preset could not read, FAILED)
+	// retention deleted after scheduler.retention.dead_letter_max_age,
+	// and when it last did: the rows are gone, the count stays.
+	DeadLettersDropped []store.DroppedDeadLetters `json:"dead_letters_dropped"`
 }
 
 // Point is one minute of the chart.
@@ -68,6 +75,12 @@ func (s *Service) Stats(ctx context.Context) (*Stats, error) {
 		return nil, err
 	}
 	st.OutboxPending = ob.Pending
+	if st.DeadLettersDropped, err = s.Store.DeadLettersDropped(ctx); err != nil {
+		return nil, err
+	}
+	if st.DeadLettersDropped == nil {
+		st.DeadLettersDropped = []store.DroppedDeadLetters{} // [] rather than null: none dropped
+	}
 	received, failed, err := s.Store.PerMinute(ctx, hourAgo)
 	if err != nil {
 		return nil, err

@@ -44,6 +44,9 @@ type Config struct {
 	Tracing   tracing.Config   `yaml:"tracing"`
 	Metrics   metrics.Config   `yaml:"metrics"`
 	Sources   []source.Config  `yaml:"sources"`
+	// DeadLetters bounds the notifications each preset source stores
+	// though it cannot read them (gateway only).
+	DeadLetters DeadLetters `yaml:"dead_letters"`
 }
 
 // HTTP configures the gateway's listeners: the file's http section.

@@ -161,6 +161,9 @@ func fileDefaults() Config {
 	c.MySQL.GroupCommit = store.GroupCommitDefault
 	c.Admin.SecureCookie = SecureCookieDefault
 	c.Scheduler.Retention.MaxAge = scheduler.RetentionMaxAgeDefault
+	c.Scheduler.Retention.DeadLetterMaxAge = scheduler.RetentionDeadLetterMaxAgeDefault
+	c.DeadLetters.MaxPerHour = DeadLettersMaxPerHourDefault
+	c.DeadLetters.MaxBytesPerHour = DeadLettersMaxBytesPerHourDefault
 	return c
 }
 

@@ -63,6 +63,7 @@ func (c Config) Validate(kinds []string) error {
 	if len(c.Sources) == 0 {
 		errs = append(errs, errors.New("sources: at least one source is required"))
 	}
+	section("dead_letters", c.DeadLetters.validate(c.Sources))
 	seen := map[string]int{}
 	for i, s := range c.Sources {
 		field := fmt.Sprintf("sources[%d]", i)

@@ -60,6 +60,9 @@ type dashboardView struct {
 	// replica); templates compare strings, not pointers.
 	Replica      string
 	ReplicaShown bool
+	// DeadLettersDropped totals Stats.DeadLettersDropped, which lists it
+	// by source.
+	DeadLettersDropped int64
 }
 
 func (h *Console) dashboard(c *gin.Context) {
@@ -79,6 +82,9 @@ func newDashboardView(st *admin.Stats) dashboardView {
 	}
 	if st.DownstreamUnrouted != nil {
 		d.Unrouted, d.UnroutedKnown = *st.DownstreamUnrouted, true
+	}
+	for _, dl := range st.DeadLettersDropped {
+		d.DeadLettersDropped += dl.Dropped
 	}
 	sources := map[string]bool{}
 	for _, bySource := range st.Counts {

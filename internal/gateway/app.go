@@ -186,6 +186,7 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 			ReannounceAfter: cfg.Scheduler.Compensation.Threshold,
 			Now:             time.Now,
 			Metrics:         m,
+			DeadLetters:     deadLetters(cfg, sources, st),
 		},
 		Ready: ready,
 	}
@@ -365,18 +366,19 @@ func closeListener(ln net.Listener) {
 }
 
 // watchReplica reads the replica's state every second (for the metric
-// between callbacks) and logs each change, until ctx ends.
+// between callbacks) and logs each change, until ctx ends. A reading the
+// primary does not answer within a second is a failed one (the metric 0,
+// not the last good reading): PingReplicaWithin tells its own deadline
+// from ctx ending.
 func watchReplica(ctx context.Context, st *store.Store, log *slog.Logger) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	last := ""
 	for {
 		state := admin.ReplicaAcknowledging
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		if err := st.PingReplica(pctx); err != nil {
+		if err := st.PingReplicaWithin(ctx, time.Second); err != nil {
 			state = err.Error()
 		}
-		cancel()
 		if state != last && ctx.Err() == nil {
 			if state == admin.ReplicaAcknowledging {
 				log.Info("gateway: a replica acknowledges commits: callbacks are accepted")

@@ -45,6 +45,9 @@ type Handler struct {
 	// Now is the clock (tests set it).
 	Now     func() time.Time
 	Metrics *metrics.Metrics
+	// DeadLetters bounds each preset source's new dead letters per hour
+	// (deadletters.go); nil: no bound.
+	DeadLetters *DeadLetters
 
 	disabled disabledLog
 }

@@ -20,8 +20,10 @@ import (
 // nothing; a callback whose signature and merchant held but which the
 // preset could not read is stored as unreadable (see callback.Unreadable)
 // and answered as accepted, so the platform stops resending what a replay
-// can read once the configuration is fixed. If storing fails part way (a 503), the callbacks stored before
-// stay, and the platform's resend finds them as duplicates.
+// can read once the configuration is fixed, within the source's
+// dead-letter limit (deadletters.go; past it 429, nothing stored). If
+// storing fails part way (a 503), the callbacks stored before stay, and
+// the platform's resend finds them as duplicates.
 func (h *Handler) presetCallback(c *gin.Context, src *Source, body []byte, now time.Time) {
 	ctx := c.Request.Context()
 	cbs, err := src.Platform.Read(platform.Request{Header: c.Request.Header, Body: body, Now: now})
@@ -45,19 +47,25 @@ func (h *Handler) presetCallback(c *gin.Context, src *Source, body []byte, now t
 		return
 	}
 	template := h.newRow(c, src, "", "", body, now)
-	rows, err := PresetRows(template, cbs, func(cb platform.Callback) {
-		h.Log.WarnContext(ctx, "intake: notification stored unreadable", "source", src.Config.Name, "event_id", cb.EventID,
-			"reason", cb.Unreadable)
-	})
+	// The unreadable ones are logged once stored (settleDeadLetters).
+	rows, err := PresetRows(template, cbs, nil)
 	if err != nil {
 		h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
 		return
 	}
+	dead := deadLetterRows(cbs)
+	charged, ok := h.chargeDeadLetters(c, src, rows, dead, now)
+	if !ok {
+		return
+	}
 	stored, err := h.insertAll(ctx, rows)
 	if err != nil {
+		// What was charged stays spent: the rows before the failure are
+		// stored.
 		h.storeFailed(c, src, err)
 		return
 	}
+	h.settleDeadLetters(c, src, cbs, rows, stored, dead, charged)
 	dup := true
 	for _, s := range stored {
 		dup = dup && s.Duplicate

@@ -29,6 +29,11 @@ type Metrics struct {
 
 	IntakeRequests *prometheus.CounterVec   // source, result
 	IntakeDuration *prometheus.HistogramVec // source
+	// DeadLetters counts the notifications stored though their preset
+	// could not read them, DeadLettersRefused the requests answered 429
+	// for holding new ones past the source's dead_letters limit.
+	DeadLetters        *prometheus.CounterVec // source
+	DeadLettersRefused *prometheus.CounterVec // source
 
 	Processed          *prometheus.CounterVec   // kind, outcome: success, retry, failed, deferred, skipped
 	ProcessingDuration *prometheus.HistogramVec // kind
@@ -117,6 +122,10 @@ func New(process string) *Metrics {
 	m.IntakeRequests = counter("intake_requests_total", "Callback requests by source and result.", "source", "result")
 	m.IntakeDuration = hist("intake_duration_seconds", "Time to answer a callback request.",
 		[]float64{.001, .0025, .005, .01, .02, .03, .05, .1, .25, .5, 1, 2.5}, "source")
+	m.DeadLetters = counter("dead_letters_total",
+		"Notifications stored though their source's preset could not read them (signed and ours; FAILED by the worker until a replay reads them), by source.", "source")
+	m.DeadLettersRefused = counter("dead_letters_refused_total",
+		"Requests answered 429, nothing stored, because they held notifications their source's preset could not read past its dead_letters limit, by source.", "source")
 	m.Processed = counter("callbacks_processed_total", "Callbacks handled by the worker, by kind and outcome.", "kind", "outcome")
 	m.ProcessingDuration = hist("processing_duration_seconds", "Time to process one callback (transaction and outbox).",
 		[]float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}, "kind")

@@ -55,14 +55,20 @@ type StuckConfig struct {
 }
 
 // RetentionConfig configures the deletion of old SUCCESS callbacks, SENT
-// outbox rows and callback_key rows.
+// outbox rows and callback_key rows, and of old dead letters.
 type RetentionConfig struct {
 	// Interval between runs. Default 10m.
 	Interval time.Duration `yaml:"interval"`
-	// MaxAge: rows older than this go; 0 keeps everything (so WithDefaults
+	// MaxAge: rows older than this go; 0 keeps them (so WithDefaults
 	// leaves it alone: the file's default is RetentionMaxAgeDefault).
-	// FAILED callbacks are never deleted.
+	// FAILED callbacks are never deleted, but for dead letters.
 	MaxAge time.Duration `yaml:"max_age"`
+	// DeadLetterMaxAge: dead letters (FAILED callbacks whose event is a
+	// callback.Unreadable: signed and ours, but never readable) FAILED
+	// longer ago than this go, with their attempts; 0 keeps them (the
+	// file's default is RetentionDeadLetterMaxAgeDefault). At least
+	// MaxAge when both are set.
+	DeadLetterMaxAge time.Duration `yaml:"dead_letter_max_age"`
 	// BatchSize rows per short transaction. Default 500.
 	BatchSize int `yaml:"batch_size"`
 }
@@ -87,6 +93,12 @@ const (
 	RetentionBatchDefault        = 500
 	GaugesIntervalDefault        = 15 * time.Second
 )
+
+// RetentionDeadLetterMaxAgeDefault, 90 days, is three times the longest
+// platform retry window (Adyen's 30 days), and longer than the default
+// max_age: the operator has that long to fix a configuration and replay
+// what its preset could not read.
+const RetentionDeadLetterMaxAgeDefault = 90 * 24 * time.Hour
 
 // WithDefaults returns a copy with every unset field at its default.
 func (c Config) WithDefaults() Config {
@@ -148,6 +160,13 @@ func (c Config) Validate() error {
 	}
 	if c.Retention.MaxAge < 0 || c.Retention.BatchSize < 1 || c.Stuck.BatchSize < 1 {
 		errs = append(errs, errors.New("retention: max_age must not be negative, batch sizes at least 1"))
+	}
+	// A dead letter goes no sooner than a SUCCESS callback: its (source,
+	// event id) must be remembered as long (a platform's resend is then a
+	// duplicate, not a new row), and fixing the configuration to replay
+	// it takes at least as long as anything else.
+	if r := c.Retention; r.DeadLetterMaxAge < 0 || (r.DeadLetterMaxAge > 0 && r.DeadLetterMaxAge < r.MaxAge) {
+		errs = append(errs, fmt.Errorf("retention.dead_letter_max_age: %s must be at least max_age (%s), or 0 to keep dead letters", r.DeadLetterMaxAge, r.MaxAge))
 	}
 	return errors.Join(errs...)
 }

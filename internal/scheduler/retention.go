@@ -8,44 +8,89 @@ import (
 )
 
 // Retention deletes SUCCESS callbacks (with their attempts), SENT outbox
-// rows and per-key lock rows (callback_key) older than MaxAge, in small
-// batches, each its own short transaction, so the tables are never locked
-// for long. FAILED callbacks are never deleted: an operator has to look at
-// them. MaxAge 0 keeps everything.
+// rows and per-key lock rows (callback_key) older than MaxAge, and dead
+// letters FAILED longer ago than DeadLetterMaxAge, in small batches, each
+// its own short transaction, so the tables are never locked for long.
+// Other FAILED callbacks are never deleted: an operator has to look at
+// them. A dead letter (signed and ours, but unreadable by its preset:
+// callback.Unreadable) is kept as long as an operator may fix the
+// configuration and replay it, and then goes, counted per source in
+// dead_letters_dropped: otherwise re-sent captured deliveries that each
+// make a new one would grow the table without bound. A max age of 0 keeps
+// those rows.
 //
-// Deleting a SUCCESS callback also forgets its (source, event_id): a
-// platform re-sending it after MaxAge would be accepted as new. MaxAge must
-// outlive every platform's retry window (Stripe's is 3 days; the default is
-// 30 days), and the handlers are idempotent besides.
+// Deleting a callback also forgets its (source, event_id): a platform
+// re-sending it after MaxAge would be accepted as new. MaxAge must outlive
+// every platform's retry window (Stripe's is 3 days, Adyen's 30; the
+// default is 30 days), and the handlers are idempotent besides.
 type Retention struct {
-	Store     *store.Store
-	MaxAge    time.Duration
-	BatchSize int
-	Log       *slog.Logger
+	Store            *store.Store
+	MaxAge           time.Duration
+	DeadLetterMaxAge time.Duration
+	BatchSize        int
+	Log              *slog.Logger
+
+	// deadLetters is where the walk through old FAILED callbacks stopped
+	// (see store.DeadLetterCursor): each run reads only what came due
+	// since, not every FAILED callback operators keep. Per process: a
+	// worker that takes the lease over reads them once.
+	deadLetters store.DeadLetterCursor
 }
 
-// RunOnce deletes what is due and returns how many callbacks and outbox rows
-// it removed.
+// RunOnce deletes what is due and returns how many callbacks (dead letters
+// included) and outbox rows it removed.
 func (r *Retention) RunOnce(ctx context.Context) (callbacks, outboxRows int, err error) {
-	if r.MaxAge <= 0 {
-		return 0, 0, nil
+	var keys, dead int
+	now := time.Now().UTC()
+	attrs := []any{}
+	if r.MaxAge > 0 {
+		cutoff := now.Add(-r.MaxAge)
+		attrs = append(attrs, "older_than", cutoff)
+		if callbacks, err = r.drain(ctx, r.Store.DeleteSucceededBefore, cutoff); err != nil {
+			return callbacks, 0, err
+		}
+		if outboxRows, err = r.drain(ctx, r.Store.DeleteSentBefore, cutoff); err != nil {
+			return callbacks, outboxRows, err
+		}
+		// A key row is a lock anchor, created again when its key comes back.
+		if keys, err = r.drain(ctx, r.Store.DeleteKeysBefore, cutoff); err != nil {
+			return callbacks, outboxRows, err
+		}
 	}
-	cutoff := time.Now().UTC().Add(-r.MaxAge)
-	if callbacks, err = r.drain(ctx, r.Store.DeleteSucceededBefore, cutoff); err != nil {
-		return callbacks, 0, err
-	}
-	if outboxRows, err = r.drain(ctx, r.Store.DeleteSentBefore, cutoff); err != nil {
-		return callbacks, outboxRows, err
-	}
-	// A key row is a lock anchor, created again when its key comes back.
-	keys, err := r.drain(ctx, r.Store.DeleteKeysBefore, cutoff)
-	if err != nil {
-		return callbacks, outboxRows, err
+	if r.DeadLetterMaxAge > 0 {
+		cutoff := now.Add(-r.DeadLetterMaxAge)
+		attrs = append(attrs, "dead_letters_older_than", cutoff)
+		dead, err = r.dropDeadLetters(ctx, cutoff)
+		callbacks += dead
+		if err != nil {
+			return callbacks, outboxRows, err
+		}
 	}
 	if callbacks+outboxRows+keys > 0 {
-		r.Log.Info("retention: deleted old rows", "callbacks", callbacks, "outbox", outboxRows, "keys", keys, "older_than", cutoff)
+		r.Log.Info("retention: deleted old rows", append([]any{"callbacks", callbacks - dead, "dead_letters", dead, "outbox", outboxRows, "keys", keys}, attrs...)...)
 	}
 	return callbacks, outboxRows, ctx.Err()
+}
+
+// dropDeadLetters walks the FAILED callbacks older than cutoff from where
+// the last run stopped, a batch per short transaction, deleting the dead
+// letters among them.
+func (r *Retention) dropDeadLetters(ctx context.Context, cutoff time.Time) (int, error) {
+	total := 0
+	for ctx.Err() == nil {
+		batchCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		n, next, read, err := r.Store.DeleteDeadLettersBefore(batchCtx, cutoff, r.deadLetters, r.BatchSize)
+		cancel()
+		total += n
+		if err != nil {
+			return total, err
+		}
+		r.deadLetters = next
+		if read < r.BatchSize {
+			break
+		}
+	}
+	return total, nil
 }
 
 // drain runs one deleting statement after the other, each in a short

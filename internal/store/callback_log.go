@@ -125,6 +125,22 @@ func (s *Store) insertCallback(ctx context.Context, l *callback.Log) (InsertResu
 	return InsertResult{ID: id, Duplicate: n == 0}, nil
 }
 
+// StoredEventIDs returns which of eventIDs source has a callback_log row
+// for, on the unique key: the intake's check, once a source's dead letters
+// are over their limit, of which are resends of rows already stored.
+func (s *Store) StoredEventIDs(ctx context.Context, source string, eventIDs []string) (map[string]bool, error) {
+	var found []string
+	if err := s.q(ctx, nil).Raw(`SELECT event_id FROM callback_log WHERE source = ? AND event_id IN ?`, source, eventIDs).
+		Scan(&found).Error; err != nil {
+		return nil, fmt.Errorf("error finding stored callbacks of %s: %w", source, translate(err))
+	}
+	stored := make(map[string]bool, len(found))
+	for _, id := range found {
+		stored[id] = true
+	}
+	return stored, nil
+}
+
 // GetCallback loads one callback_log row (ErrNotFound when there is none).
 func (s *Store) GetCallback(ctx context.Context, id int64) (*callback.Log, error) {
 	var l callback.Log
