@@ -116,11 +116,11 @@ func TestShopifyRefusals(t *testing.T) {
 		h      http.Header
 		status int
 	}{
-		"wrong signature":              {body, shopifySigned(body, "not-the-secret", "wh-x", "orders/paid"), http.StatusUnauthorized},
-		"tampered body":                {shopifyOrder("#2001", 1, "0.01"), shopifySigned(body, shopifySecret, "wh-x", "orders/paid"), http.StatusUnauthorized},
-		"no signature":                 {body, http.Header{"X-Shopify-Webhook-Id": {"wh-x"}}, http.StatusUnauthorized},
-		"no shop":                      {body, noShop, http.StatusBadRequest},
-		"a shop not configured":        {body, otherShop, http.StatusForbidden},
+		"wrong signature":       {body, shopifySigned(body, "not-the-secret", "wh-x", "orders/paid"), http.StatusUnauthorized},
+		"tampered body":         {shopifyOrder("#2001", 1, "0.01"), shopifySigned(body, shopifySecret, "wh-x", "orders/paid"), http.StatusUnauthorized},
+		"no signature":          {body, http.Header{"X-Shopify-Webhook-Id": {"wh-x"}}, http.StatusUnauthorized},
+		"no shop":               {body, noShop, http.StatusBadRequest},
+		"a shop not configured": {body, otherShop, http.StatusForbidden},
 	}
 	for name, c := range cases {
 		a := p.Post(t, "shopify", c.body, c.h)

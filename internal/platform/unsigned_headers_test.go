@@ -75,7 +75,7 @@ func TestCapturedDeliveryWithEveryUnsignedHeaderChanged(t *testing.T) {
 		}
 		again := p.Post(t, c.source, r.body, h)
 		require.Equal(t, first.Status, again.Status, "%s: %s", c.source, again.Body)
-		require.Equal(t, strings.Replace(string(first.Body), `"duplicate":false`, `"duplicate":true`, -1), string(again.Body), c.source)
+		require.Equal(t, strings.ReplaceAll(string(first.Body), `"duplicate":false`, `"duplicate":true`), string(again.Body), c.source)
 		// Counted once the answer is written: a moment after it arrives.
 		require.Eventually(t, func() bool { return duplicates(t, p, c.source) == dups+1 }, 5*time.Second, 10*time.Millisecond,
 			"%s: counted as a duplicate", c.source)
