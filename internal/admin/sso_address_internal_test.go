@@ -159,3 +159,26 @@ func TestFlowKeyReadAgainUntilTheDatabaseAnswers(t *testing.T) {
 	<-done
 	require.Equal(t, int32(2), reads.Load())
 }
+
+// TestSpentFlowSentBackTakesNoTurn: a flow cookie already spent, sent back
+// again and again from its own address, is refused as a bad state before
+// it takes a turn: the address keeps its own turns at the token endpoint
+// and everyone's are untouched (before, each resend took one of each).
+func TestSpentFlowSentBackTakesNoTurn(t *testing.T) {
+	t.Parallel()
+	s := testSSO()
+	v := MintFlow(s, "st-3", "192.0.2.1")
+	f, ok := s.decodeFlow(v, time.Now())
+	require.True(t, ok)
+	require.True(t, s.spend(f, time.Now()))
+	for range 3 * ssoAddrExchangeBurst {
+		_, err := s.Complete(context.Background(), url.Values{"code": {"bogus"}, "state": {"st-3"}}, v, "192.0.2.1")
+		require.ErrorIs(t, err, errBadState)
+		require.False(t, SuspectSignIn(err))
+	}
+	require.InDelta(t, float64(ssoExchangeBurst), s.exchanges.Tokens(), 1, "everyone's turns untouched")
+	for i := range ssoAddrExchangeBurst {
+		ok, _ := s.addrExchanges.Take("192.0.2.1")
+		require.True(t, ok, "the address's turn %d is still there", i)
+	}
+}

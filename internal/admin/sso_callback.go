@@ -118,6 +118,13 @@ func (s *SSO) Complete(ctx context.Context, q url.Values, flowCookie, client str
 	if !hmac.Equal([]byte(f.Client), []byte(s.clientDigest(client))) {
 		return SignIn{}, errOtherAddress
 	}
+	// A flow already spent is refused before it costs a turn: a cookie sent
+	// back again never takes the address's turns or everyone's. (It is
+	// spent after its turn, below, so that the spent flows kept are bounded
+	// by the fleet's exchange rate.)
+	if s.isSpent(f) {
+		return SignIn{}, errBadState
+	}
 	// The address's own turn first, without waiting: one address's
 	// callbacks cannot queue for (and spend) everyone's turns.
 	if ok, retry := s.addrExchanges.Take(client); !ok {

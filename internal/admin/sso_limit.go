@@ -43,6 +43,14 @@ const (
 // spend marks flow f's state used and reports whether it was unused: a
 // flow cookie carries one callback to the provider, so a captured or
 // minted one cannot buy more than one call to its token endpoint.
+// isSpent reports whether f was spent already (a cookie sent back again).
+func (s *SSO) isSpent(f ssoFlow) bool {
+	s.spentMu.Lock()
+	defer s.spentMu.Unlock()
+	_, used := s.spent[f.State]
+	return used
+}
+
 func (s *SSO) spend(f ssoFlow, now time.Time) bool {
 	s.spentMu.Lock()
 	defer s.spentMu.Unlock()
