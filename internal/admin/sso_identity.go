@@ -21,8 +21,10 @@ func (s *SSO) identify(subject string, claims map[string]any) (Identity, error) 
 	// subject, which is theirs alone (two people may share a name or a
 	// user name they chose), marked so that it cannot pass for a token's
 	// name. The session keeps the name and e-mail for the page.
+	// An "email" without an @ is not an address (and could be a token's
+	// name, which never holds one): the subject then.
 	who.Actor = "sso:" + subject
-	if who.Email != "" && verified {
+	if who.Email != "" && verified && strings.Contains(who.Email, "@") {
 		who.Actor = who.Email
 	}
 	values := claimValues(claims, s.cfg.RolesClaim)

@@ -135,6 +135,9 @@ func TestIdentifyRoles(t *testing.T) {
 		{"email": "a@example.com", "preferred_username": "ann"},
 		{"email": "a@example.com", "email_verified": false, "name": "Ann Example"},
 		{"name": "Bob Smith"},
+		// A verified "email" that is not an address could be a token's
+		// name (which never holds an @): the subject.
+		{"email": "ops-bot", "email_verified": true},
 	} {
 		claims["groups"] = []any{"ops"}
 		who, err := s.identify("sub-1", claims)
