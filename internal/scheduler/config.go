@@ -100,6 +100,11 @@ const (
 // what its preset could not read.
 const RetentionDeadLetterMaxAgeDefault = 90 * 24 * time.Hour
 
+// RetentionDeadLetterMinAge is the shortest dead_letter_max_age taken: the
+// longest platform retry window (Adyen resends for 30 days), so that a dead
+// letter is never deleted while its platform may still resend it.
+const RetentionDeadLetterMinAge = 30 * 24 * time.Hour
+
 // WithDefaults returns a copy with every unset field at its default.
 func (c Config) WithDefaults() Config {
 	if c.Lease == 0 {
@@ -167,6 +172,8 @@ func (c Config) Validate() error {
 	// it takes at least as long as anything else.
 	if r := c.Retention; r.DeadLetterMaxAge < 0 || (r.DeadLetterMaxAge > 0 && r.DeadLetterMaxAge < r.MaxAge) {
 		errs = append(errs, fmt.Errorf("retention.dead_letter_max_age: %s must be at least max_age (%s), or 0 to keep dead letters", r.DeadLetterMaxAge, r.MaxAge))
+	} else if r.DeadLetterMaxAge > 0 && r.DeadLetterMaxAge < RetentionDeadLetterMinAge {
+		errs = append(errs, fmt.Errorf("retention.dead_letter_max_age: %s must be at least %s, the longest platform retry window (Adyen's 30 days), or 0 to keep dead letters", r.DeadLetterMaxAge, RetentionDeadLetterMinAge))
 	}
 	return errors.Join(errs...)
 }
