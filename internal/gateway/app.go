@@ -229,11 +229,12 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 		go gcfg.Admin.SSO.Run(ctx)
 	}
 	if cfg.HTTP.PprofAddr != "" {
-		stopPprof, err := profiling.Serve("http.pprof_addr", cfg.HTTP.PprofAddr, log)
+		stopPprof, at, err := profiling.Serve("http.pprof_addr", cfg.HTTP.PprofAddr, log)
 		if err != nil {
 			return err
 		}
 		defer stopPprof()
+		gcfg.PprofAt = at
 	}
 	if ls.Admin != nil {
 		gcfg.Server.AdminAddr = ls.Admin.Addr().String()

@@ -53,6 +53,9 @@ type Config struct {
 	Admin *admin.Handler
 	// Tracing records request spans when configured (nil: off).
 	Tracing *tracing.SpanRecorder
+	// PprofAt is where the profiler listens (http.pprof_addr), for the
+	// start-up line; empty when it is off.
+	PprofAt string
 	// Listening, when set, is called once every listener serves (after
 	// the "listening" lines).
 	Listening func()
@@ -213,7 +216,11 @@ func ServeListeners(ctx context.Context, cfg Config, ls ...Listener) error {
 			at["metrics"] = addr
 		}
 	}
-	cfg.Log.Info("gateway: listening", "public", at["public"], "admin", at["admin"], "metrics", at["metrics"])
+	pprofAt := "off"
+	if cfg.PprofAt != "" {
+		pprofAt = cfg.PprofAt
+	}
+	cfg.Log.Info("gateway: listening", "public", at["public"], "admin", at["admin"], "metrics", at["metrics"], "pprof", pprofAt)
 	if cfg.Listening != nil {
 		cfg.Listening()
 	}

@@ -13,11 +13,12 @@ import (
 )
 
 // Serve listens on addr (the setting is named by key in errors and logs)
-// and serves the profiler until the returned func is called.
-func Serve(key, addr string, log *slog.Logger) (func(), error) {
+// and serves the profiler until the returned func is called; it returns
+// the address bound, for the process's start-up line.
+func Serve(key, addr string, log *slog.Logger) (func(), string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("error listening on %s %s: %w", key, addr, err)
+		return nil, "", fmt.Errorf("error listening on %s %s: %w", key, addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -28,5 +29,5 @@ func Serve(key, addr string, log *slog.Logger) (func(), error) {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	log.Warn("profiling: pprof enabled", "setting", key, "addr", ln.Addr().String())
-	return func() { _ = srv.Close() }, nil
+	return func() { _ = srv.Close() }, ln.Addr().String(), nil
 }

@@ -18,7 +18,8 @@ import (
 )
 
 // TestStartLineNamesTheMetricsAddress: "worker: started" says where the
-// worker's /metrics listens, as bound (the port of a ":0"), or "off".
+// worker's /metrics and its profiler (worker.pprof_addr) listen, as bound
+// (the port of a ":0"), or "off".
 func TestStartLineNamesTheMetricsAddress(t *testing.T) {
 	t.Parallel()
 	started := func(t *testing.T, cfg *config.Config) map[string]any {
@@ -45,9 +46,11 @@ func TestStartLineNamesTheMetricsAddress(t *testing.T) {
 	}
 	t.Run("bound", func(t *testing.T) {
 		t.Parallel()
-		line := started(t, testenv.Config(t, func(c *config.Config) { c.Worker.MetricsAddr = "127.0.0.1:0" }))
+		line := started(t, testenv.Config(t, func(c *config.Config) { c.Worker.MetricsAddr = "127.0.0.1:0"; c.Worker.PprofAddr = "127.0.0.1:0" }))
 		addr, _ := line["metrics"].(string)
 		require.True(t, strings.HasPrefix(addr, "127.0.0.1:") && addr != "127.0.0.1:0", "the address as bound, not as asked: %v", line)
+		pprofAt, _ := line["pprof"].(string)
+		require.True(t, strings.HasPrefix(pprofAt, "127.0.0.1:") && pprofAt != "127.0.0.1:0", "the profiler's listener too: %v", line)
 		resp, err := http.Get("http://" + addr + "/metrics")
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -57,5 +60,6 @@ func TestStartLineNamesTheMetricsAddress(t *testing.T) {
 		t.Parallel()
 		line := started(t, testenv.Config(t, func(c *config.Config) { c.Worker.MetricsAddr = "off" }))
 		require.Equal(t, "off", line["metrics"])
+		require.Equal(t, "off", line["pprof"])
 	})
 }

@@ -151,12 +151,14 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 	}
 	defer stopJobs()
 
+	pprofAt := "off"
 	if cfg.PprofAddr != "" {
-		stopPprof, err := profiling.Serve("worker.pprof_addr", cfg.PprofAddr, logger)
+		stopPprof, at, err := profiling.Serve("worker.pprof_addr", cfg.PprofAddr, logger)
 		if err != nil {
 			return err
 		}
 		defer stopPprof()
+		pprofAt = at
 	}
 	metricsAt := "off"
 	if cfg.MetricsAddr != "off" || opts.MetricsListener != nil {
@@ -183,7 +185,7 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 	}
 	// The address bound, not the one asked for: who reads the line learns
 	// the port of a ":0" and whether the series reach the network.
-	logger.Info("worker: started", "kinds", reg.Kinds(), "metrics", metricsAt)
+	logger.Info("worker: started", "kinds", reg.Kinds(), "metrics", metricsAt, "pprof", pprofAt)
 
 	var refused error
 	select {
