@@ -1,9 +1,12 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,7 +129,38 @@ func Publish(t testing.TB, cfg *config.Config, kind string, body string) {
 // guarantees hold in both settings.
 func EachBatchSize(t *testing.T, test func(t *testing.T, batchSize int)) {
 	t.Helper()
-	for _, bs := range []int{1, 0} {
+	eachBatchSize(t, []int{1, 0}, test)
+}
+
+// FaultBatchSizesEnv names the batch sizes the fault suite and the HA
+// scenarios run at: "default" (what make test runs), or "1,default".
+const FaultBatchSizesEnv = "CALLGATE_FAULT_BATCH_SIZES"
+
+// EachFaultBatchSize is EachBatchSize for the fault suite and the HA
+// scenarios, which run real processes for a minute each: by default only
+// at the shipped batch size, whose fallback runs a failed batch's
+// callbacks one per transaction, the batch_size=1 path, so an outage
+// meets both; CALLGATE_FAULT_BATCH_SIZES=1,default adds the runs with
+// batch_size 1 throughout (they took 4 of the fault suite's 6 minutes).
+func EachFaultBatchSize(t *testing.T, test func(t *testing.T, batchSize int)) {
+	t.Helper()
+	var sizes []int
+	for _, f := range strings.Split(cmp.Or(os.Getenv(FaultBatchSizesEnv), "default"), ",") {
+		switch strings.TrimSpace(f) {
+		case "1":
+			sizes = append(sizes, 1)
+		case "default":
+			sizes = append(sizes, 0)
+		default:
+			t.Fatalf("%s=%q: want 1, default or 1,default", FaultBatchSizesEnv, os.Getenv(FaultBatchSizesEnv))
+		}
+	}
+	eachBatchSize(t, sizes, test)
+}
+
+func eachBatchSize(t *testing.T, sizes []int, test func(t *testing.T, batchSize int)) {
+	t.Helper()
+	for _, bs := range sizes {
 		name := "batch_size=1"
 		if bs == 0 {
 			name = "batch_size=default"

@@ -307,22 +307,13 @@ func testPerKeyOrderingAcrossWorkers(t *testing.T, batchSize int) {
 	t.Logf("ordered: attempts per worker %v", perWorker)
 	ordered.stop(t)
 
-	// The same load without ordering constraints: every callback its own key.
-	unordered := startThroughputRun(t, batchSize, func(i int) string { return fmt.Sprintf("UNI-%04d", i) })
-	unordered.run(t, seed)
-	require.Empty(t, unordered.tracker.Violations())
-	var n int64
-	require.NoError(t, unordered.st.DB.Table("test_effects").Count(&n).Error)
-	require.EqualValues(t, orderingTotal, n)
-	unordered.stop(t)
-
-	// For the record, not asserted: a throughput ratio is the benchmark's
-	// to measure (a shared 2-core machine cannot hold one in every run).
-	// A stall (a callback left to wait for the compensation job) fails the
-	// run above: its safety net is 10 minutes away.
-	t.Logf("ordered: %.0f cb/s (%s), unordered: %.0f cb/s (%s), ratio %.2f",
-		ordered.rate(), ordered.wallTime.Round(time.Millisecond), unordered.rate(), unordered.wallTime.Round(time.Millisecond),
-		ordered.rate()/unordered.rate())
+	// For the record, not asserted: what ordering costs against the same
+	// load without it is the benchmark's to measure (make bench's drain);
+	// a shared 2-core machine cannot hold a ratio in every run, and the
+	// unordered run took half of this test's minute under the race
+	// detector. A stall (a callback left to wait for the compensation
+	// job) fails the run above: its safety net is 10 minutes away.
+	t.Logf("ordered: %.0f cb/s (%s)", ordered.rate(), ordered.wallTime.Round(time.Millisecond))
 }
 
 // TestWorkloadIsolation: a payment handler that hangs holds only payment's

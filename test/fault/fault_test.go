@@ -54,7 +54,7 @@ func secs(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
 // TestWorkerKilledRepeatedly: the worker is SIGKILLed and restarted five
 // times while 5,000 payment callbacks come in. Every accepted callback is
 // processed exactly once and every notification arrives.
-func TestWorkerKilledRepeatedly(t *testing.T) { testenv.EachBatchSize(t, testWorkerKilledRepeatedly) }
+func TestWorkerKilledRepeatedly(t *testing.T) { testenv.EachFaultBatchSize(t, testWorkerKilledRepeatedly) }
 
 func testWorkerKilledRepeatedly(t *testing.T, batchSize int) {
 	start := time.Now()
@@ -88,7 +88,7 @@ func testWorkerKilledRepeatedly(t *testing.T, batchSize int) {
 // suite's own node: useFaultBroker) is stopped for 10s in the middle of the
 // load. The gateway keeps answering 200 (the broker is not on the request
 // path), and everything it accepted is processed once RabbitMQ is back.
-func TestBrokerRestart(t *testing.T) { testenv.EachBatchSize(t, testBrokerRestart) }
+func TestBrokerRestart(t *testing.T) { testenv.EachFaultBatchSize(t, testBrokerRestart) }
 
 func testBrokerRestart(t *testing.T, batchSize int) {
 	start := time.Now()
@@ -146,7 +146,7 @@ func testBrokerRestart(t *testing.T, batchSize int) {
 // intake answers 503 for what it cannot store and never 200 without a row;
 // the platform's retries get through once MySQL is back, and both processes
 // recover without a restart.
-func TestMySQLOutage(t *testing.T) { testenv.EachBatchSize(t, testMySQLOutage) }
+func TestMySQLOutage(t *testing.T) { testenv.EachFaultBatchSize(t, testMySQLOutage) }
 
 func testMySQLOutage(t *testing.T, batchSize int) {
 	start := time.Now()
@@ -194,7 +194,7 @@ var faultLine = regexp.MustCompile(`fault injection.*"log_id":(\d+)`)
 // (before the outbox publish and the ack), or after the k-th outbox publish
 // (before the ack). The restarted worker gets the message again and does
 // nothing twice; the outbox rows left behind are published by the relay.
-func TestKillBetweenCommitAndAck(t *testing.T) { testenv.EachBatchSize(t, testKillBetweenCommitAndAck) }
+func TestKillBetweenCommitAndAck(t *testing.T) { testenv.EachFaultBatchSize(t, testKillBetweenCommitAndAck) }
 
 func testKillBetweenCommitAndAck(t *testing.T, batchSize int) {
 	start := time.Now()
@@ -293,7 +293,7 @@ func (r *rig) outboxStatuses(id int64) []string {
 
 // TestDuplicateStorm: 1,000 callbacks each sent 5 times at once with the
 // same webhook-id: one row and one processing per callback.
-func TestDuplicateStorm(t *testing.T) { testenv.EachBatchSize(t, testDuplicateStorm) }
+func TestDuplicateStorm(t *testing.T) { testenv.EachFaultBatchSize(t, testDuplicateStorm) }
 
 func testDuplicateStorm(t *testing.T, batchSize int) {
 	start := time.Now()
@@ -327,7 +327,7 @@ func testDuplicateStorm(t *testing.T, batchSize int) {
 // TestGracefulStopUnderLoad: SIGTERM to the gateway and the worker while
 // callbacks flow. Both exit 0 within their shutdown timeouts; after a
 // restart every callback answered 200 is processed.
-func TestGracefulStopUnderLoad(t *testing.T) { testenv.EachBatchSize(t, testGracefulStopUnderLoad) }
+func TestGracefulStopUnderLoad(t *testing.T) { testenv.EachFaultBatchSize(t, testGracefulStopUnderLoad) }
 
 func testGracefulStopUnderLoad(t *testing.T, batchSize int) {
 	start := time.Now()

@@ -154,7 +154,7 @@ func haStart(t *testing.T, batchSize, n int, durability string) (*haCluster, *ri
 // Every callback answered 200, before or after, is on the new primary and
 // processed exactly once in effect; intake answers 200 again within
 // seconds of the move.
-func TestHAPrimaryLost(t *testing.T) { testenv.EachBatchSize(t, testHAPrimaryLost) }
+func TestHAPrimaryLost(t *testing.T) { testenv.EachFaultBatchSize(t, testHAPrimaryLost) }
 
 func testHAPrimaryLost(t *testing.T, batchSize int) {
 	start := time.Now()
@@ -193,7 +193,7 @@ func testHAPrimaryLost(t *testing.T, batchSize int) {
 // callbacks no replica has, which a failover in that window would lose:
 // the figure is what the setting buys.
 func TestHAReplicationStopped(t *testing.T) {
-	testenv.EachBatchSize(t, func(t *testing.T, batchSize int) { testHAReplicationStopped(t, batchSize, "replica") })
+	testenv.EachFaultBatchSize(t, func(t *testing.T, batchSize int) { testHAReplicationStopped(t, batchSize, "replica") })
 	t.Run("durability=primary", func(t *testing.T) { testHAReplicationStopped(t, 0, "primary") })
 }
 
@@ -324,7 +324,7 @@ func slaveField(db *sql.DB, field string) (string, error) {
 // processing resumes within seconds; the intake's p99 during the loss is
 // reported. (The node a gateway is connected to:
 // TestHAGatewayNodeLostRepeatedly.)
-func TestHABrokerNodeLost(t *testing.T) { testenv.EachBatchSize(t, testHABrokerNodeLost) }
+func TestHABrokerNodeLost(t *testing.T) { testenv.EachFaultBatchSize(t, testHABrokerNodeLost) }
 
 func testHABrokerNodeLost(t *testing.T, batchSize int) {
 	start := time.Now()
@@ -520,7 +520,7 @@ func gatewayNode(t *testing.T, p *proc, c *haCluster) int {
 // SIGKILLed mid-stream. The survivors carry on (the platforms' retries
 // reach the live gateway) and the callbacks the dead gateway had answered
 // 200 are processed.
-func TestHAProcessLost(t *testing.T) { testenv.EachBatchSize(t, testHAProcessLost) }
+func TestHAProcessLost(t *testing.T) { testenv.EachFaultBatchSize(t, testHAProcessLost) }
 
 func testHAProcessLost(t *testing.T, batchSize int) {
 	start := time.Now()
