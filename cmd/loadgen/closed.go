@@ -202,7 +202,8 @@ func (b *bench) baseProcs() map[string]int {
 	return map[string]int{"mariadbd": b.mariadbPID, "beam.smp": b.rabbitPID, "loadgen": os.Getpid()}
 }
 
-// baselineSQL is the intake's own statement (internal/store insertCallbackSQL).
+// baselineSQL is the raw one-row INSERT the intake's cost is compared with
+// (the intake's own statement before callback_event, migration 024).
 const baselineSQL = `INSERT INTO callback_log
  (source, kind, event_id, business_key, status, attempts, payload, headers, trace_id, received_at, next_attempt_at)
  VALUES (?, ?, ?, ?, 'PENDING', 0, ?, ?, ?, ?, ?)

@@ -2,12 +2,10 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,8 +14,10 @@ import (
 )
 
 // Batcher is the group-committed intake: concurrent requests hand their row
-// to it, and a writer turns what is queued into one multi-row INSERT, so
-// they share one durable commit instead of paying one each. A writer
+// to it, and a writer turns what is queued into one transaction (a
+// multi-row INSERT into callback_log, one into callback_event:
+// Store.writeIntake), so they share one durable commit instead of paying
+// one each. A writer
 // flushes as soon as its previous batch is done (no fixed wait: at low load
 // a batch is one row), up to MaxBatch rows and the server's
 // max_allowed_packet. Each request is answered only once its own row is
@@ -42,8 +42,8 @@ type Batcher struct {
 	once   sync.Once
 	// packet caches the server's max_allowed_packet (0 until read).
 	packet atomic.Int64
-	// returning caches whether the server answers an INSERT with its rows
-	// (returningUnknown until read).
+	// returning is returningNo when the read-back is forced (tests);
+	// otherwise the store's answer is used (Store.canReturn).
 	returning atomic.Int32
 }
 
@@ -247,7 +247,7 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 			b.log.Warn("intake: batch insert failed, retrying row by row", "rows", len(unique), "error", err)
 			err = nil
 			for _, p := range unique {
-				p.res, p.err = b.st.insertCallback(ctx, p.row)
+				p.res, p.err = b.st.insertOne(ctx, p.row, b.canReturn(ctx))
 			}
 		}
 		wrote := false
@@ -282,28 +282,20 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 	}
 }
 
-// insert writes unique rows in one statement, in their order, and learns
-// each row's id and whether it is new. A row is new if the stored row
-// carries this request's own received_at (microseconds) and trace id;
-// otherwise it was there before. Ids are read from the rows rather than
-// derived from LAST_INSERT_ID(), which is only safe with
-// innodb_autoinc_lock_mode 0 or 1. On MariaDB the statement answers its
-// rows itself (INSERT ... RETURNING, one round trip); elsewhere they are
-// read back by event id. Every row must be accounted for.
+// insert writes unique rows and their events in one transaction
+// (Store.writeIntake), in their order, and learns each row's id and
+// whether it is new. A row is new if the stored row carries this
+// request's own received_at (microseconds) and trace id; otherwise it was
+// there before, or its event was (a callback whose payload retention
+// deleted). Ids are read from the rows rather than derived from
+// LAST_INSERT_ID(), which is only safe with innodb_autoinc_lock_mode 0 or
+// 1. On MariaDB the statements answer their rows themselves (INSERT ...
+// RETURNING); elsewhere they are read back. Every row must be accounted
+// for.
 func (b *Batcher) insert(ctx context.Context, rows []*pendingInsert) error {
-	inserted := int64(-1) // not reported by INSERT ... RETURNING
-	if b.canReturn() {
-		if err := b.execReturning(ctx, rows); err != nil {
-			return &statementError{err}
-		}
-	} else {
-		var err error
-		if inserted, err = b.exec(ctx, rows); err != nil {
-			return &statementError{err}
-		}
-		if err := b.readBack(ctx, rows); err != nil {
-			return err
-		}
+	inserted, err := b.st.writeIntake(ctx, rows, b.canReturn(ctx))
+	if err != nil {
+		return err
 	}
 	var fresh int64
 	missing := 0
@@ -323,136 +315,24 @@ func (b *Batcher) insert(ctx context.Context, rows []*pendingInsert) error {
 	return nil
 }
 
-// canReturn reports whether the server answers INSERT ... RETURNING, asked
-// once. While it cannot be asked (MySQL away) the read-back is used.
-func (b *Batcher) canReturn() bool {
-	switch b.returning.Load() {
-	case returningYes:
-		return true
-	case returningNo:
+// canReturn reports whether the server answers INSERT ... RETURNING (the
+// store's answer, asked once), unless the read-back is forced.
+func (b *Batcher) canReturn(ctx context.Context) bool {
+	if b.returning.Load() == returningNo {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	ok, err := b.st.returning(ctx)
-	if err != nil {
-		return false
-	}
-	if ok {
-		b.returning.Store(returningYes)
-	} else {
-		b.returning.Store(returningNo)
-	}
-	return ok
-}
-
-// execReturning runs the multi-row INSERT with a RETURNING clause: the
-// server answers each row's stored id, event id, trace id and received_at,
-// the stored row's for a duplicate.
-func (b *Batcher) execReturning(ctx context.Context, rows []*pendingInsert) error {
-	args := make([]any, 0, len(rows)*insertArgCount)
-	type key struct{ source, event string }
-	byEvent := make(map[key]*pendingInsert, len(rows))
-	for _, p := range rows {
-		args = insertArgs(args, p.row)
-		byEvent[key{p.row.Source, p.row.EventID}] = p
-	}
-	return b.st.queryRetrying(ctx, func(rs *sql.Rows) error {
-		for _, p := range rows {
-			p.res = InsertResult{}
-		}
-		for rs.Next() {
-			var (
-				id                     int64
-				source, event, traceID string
-				received               time.Time
-			)
-			if err := rs.Scan(&id, &source, &event, &traceID, &received); err != nil {
-				return err
-			}
-			if p := byEvent[key{source, event}]; p != nil {
-				p.res = InsertResult{ID: id, Duplicate: !p.mine(traceID, received)}
-			}
-		}
-		return nil
-	}, insertBatchSQL(len(rows))+returningSQL, args...)
+	return b.st.canReturn(ctx)
 }
 
 // mine reports whether a stored row with this trace id and received_at is
 // the one p wrote.
 func (p *pendingInsert) mine(traceID string, received time.Time) bool {
-	return traceID == p.row.TraceID && received.Equal(p.row.ReceivedAt)
+	return traceID == p.row.TraceID && received.Equal(receivedAt(p.row))
 }
 
-// exec runs the multi-row INSERT and returns how many rows it inserted
-// (a duplicate changes nothing and counts 0).
-func (b *Batcher) exec(ctx context.Context, rows []*pendingInsert) (int64, error) {
-	args := make([]any, 0, len(rows)*insertArgCount)
-	for _, p := range rows {
-		args = insertArgs(args, p.row)
-	}
-	res, err := b.st.execRetrying(ctx, insertBatchSQL(len(rows)), args...)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
-}
-
-// statementError is the batch INSERT itself failing (rolled back whole).
+// statementError is the intake's transaction failing before its COMMIT
+// (rolled back whole).
 type statementError struct{ err error }
 
 func (e *statementError) Error() string { return e.err.Error() }
 func (e *statementError) Unwrap() error { return e.err }
-
-// readBack answers the rows it finds, one query per source.
-func (b *Batcher) readBack(ctx context.Context, rows []*pendingInsert) error {
-	bySource := map[string][]*pendingInsert{}
-	for _, p := range rows {
-		bySource[p.row.Source] = append(bySource[p.row.Source], p)
-	}
-	for source, ps := range bySource {
-		var q strings.Builder
-		q.WriteString(`SELECT id, event_id, trace_id, received_at FROM callback_log WHERE source = ? AND event_id IN (`)
-		args := make([]any, 0, len(ps)+1)
-		args = append(args, source)
-		byEvent := make(map[string]*pendingInsert, len(ps))
-		for i, p := range ps {
-			if i > 0 {
-				q.WriteByte(',')
-			}
-			q.WriteByte('?')
-			args = append(args, p.row.EventID)
-			byEvent[p.row.EventID] = p
-		}
-		q.WriteByte(')')
-		if err := b.scanIDs(ctx, q.String(), args, byEvent); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// scanIDs runs the read-back query and answers each pending insert it
-// finds.
-func (b *Batcher) scanIDs(ctx context.Context, query string, args []any, byEvent map[string]*pendingInsert) error {
-	rs, err := b.st.sql.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rs.Close()
-	for rs.Next() {
-		var (
-			id       int64
-			event    string
-			traceID  string
-			received time.Time
-		)
-		if err := rs.Scan(&id, &event, &traceID, &received); err != nil {
-			return err
-		}
-		if p := byEvent[event]; p != nil {
-			p.res = InsertResult{ID: id, Duplicate: !p.mine(traceID, received)}
-		}
-	}
-	return rs.Err()
-}

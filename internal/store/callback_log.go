@@ -13,27 +13,16 @@ import (
 )
 
 // insertColumns and insertValues are one callback_log row as the intake
-// writes it, shared by the one-row INSERT and the group-committed multi-row
-// one (insertArgs fills the placeholders in this order).
+// writes it (insertBatchSQL, for a batch or a single row; insertArgs fills
+// the placeholders in this order).
 const (
 	insertColumns = `INSERT INTO callback_log
  (source, kind, event_id, business_key, status, attempts, payload, normalized, headers, trace_id, received_at, next_attempt_at, origin) VALUES `
 	insertValues = `(?, ?, ?, ?, 'PENDING', 0, ?, ?, ?, ?, ?, ?, ?)`
 )
 
-// insertCallbackSQL writes a new PENDING row, or, for a (source, event_id)
-// already stored, changes nothing and makes LAST_INSERT_ID() the existing
-// row's id. With the driver's default clientFoundRows=false the duplicate
-// reports 0 rows affected, a new row 1. INSERT IGNORE is avoided: it would
-// also turn other errors into warnings.
-//
-// Assigning id in the duplicate clause is safe here only because the
-// statement has one row: in a multi-row INSERT it moves the statement's
-// next auto-increment value (see insertBatchSQL).
-const insertCallbackSQL = insertColumns + insertValues + ` ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)`
-
-// insertBatchSQL is the group-committed form: n rows, duplicates left as
-// they are. Its duplicate clause must not touch id: assigning the
+// insertBatchSQL is the intake's callback_log INSERT (writeIntake): n
+// rows, duplicates left as they are. Its duplicate clause must not touch id: assigning the
 // AUTO_INCREMENT column makes MariaDB continue the statement's later rows
 // from the duplicate's id + 1, ids that a concurrent statement may already
 // have used, and the PRIMARY KEY clashes that follow are absorbed by the
@@ -79,8 +68,13 @@ func insertArgs(args []any, l *callback.Log) []any {
 	if origin == "" {
 		origin = callback.OriginNotify
 	}
-	return append(args, l.Source, l.Kind, l.EventID, l.BusinessKey, l.Payload, normalized, headers, l.TraceID, l.ReceivedAt, due, origin)
+	return append(args, l.Source, l.Kind, l.EventID, l.BusinessKey, l.Payload, normalized, headers, l.TraceID, receivedAt(l), due, origin)
 }
+
+// receivedAt is l's received_at as the column stores it (DATETIME(6),
+// truncated whatever the server would do with more digits), so that the
+// intake recognises the stored row as its own (pendingInsert.mine).
+func receivedAt(l *callback.Log) time.Time { return l.ReceivedAt.Truncate(time.Microsecond) }
 
 // InsertResult is what an intake insert answers.
 type InsertResult struct {
@@ -88,9 +82,10 @@ type InsertResult struct {
 	Duplicate bool
 }
 
-// InsertCallback stores l as PENDING and returns its id, or the id of the row
-// already stored for the same source and event id (Duplicate). The row is
-// committed when it returns without error (autocommit).
+// InsertCallback stores l as PENDING and returns its id, or the id of the
+// callback already stored for the same source and event id (Duplicate),
+// also when retention deleted that callback's row (callback_event). The
+// row is committed when it returns without error.
 //
 // With durability replica it fails with ErrNotReplicated unless a replica
 // acknowledged it (replication.go).
@@ -99,7 +94,7 @@ type InsertResult struct {
 // and its result (its ID), so that it is still announced.
 func (s *Store) InsertCallback(ctx context.Context, l *callback.Log) (res InsertResult, err error) {
 	err = s.replicated(ctx, func() (bool, error) {
-		res, err = s.insertCallback(ctx, l)
+		res, err = s.insertOne(ctx, l, s.canReturn(ctx))
 		return err == nil && !res.Duplicate, err
 	})
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
@@ -108,29 +103,13 @@ func (s *Store) InsertCallback(ctx context.Context, l *callback.Log) (res Insert
 	return res, err
 }
 
-// insertCallback is InsertCallback without the replication check.
-func (s *Store) insertCallback(ctx context.Context, l *callback.Log) (InsertResult, error) {
-	res, err := s.execRetrying(ctx, insertCallbackSQL, insertArgs(make([]any, 0, insertArgCount), l)...)
-	if err != nil {
-		return InsertResult{}, fmt.Errorf("error inserting callback log: %w", translate(err))
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		return InsertResult{}, fmt.Errorf("error reading callback log id: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return InsertResult{}, fmt.Errorf("error reading callback log insert result: %w", err)
-	}
-	return InsertResult{ID: id, Duplicate: n == 0}, nil
-}
-
-// StoredEventIDs returns which of eventIDs source has a callback_log row
-// for, on the unique key: the intake's check, once a source's dead letters
-// are over their limit, of which are resends of rows already stored.
+// StoredEventIDs returns which of eventIDs source has stored, on
+// callback_event: also the events whose callback_log row retention
+// deleted. It is the intake's check, once a source's dead letters are over
+// their limit, of which are resends of callbacks already stored.
 func (s *Store) StoredEventIDs(ctx context.Context, source string, eventIDs []string) (map[string]bool, error) {
 	var found []string
-	if err := s.q(ctx, nil).Raw(`SELECT event_id FROM callback_log WHERE source = ? AND event_id IN ?`, source, eventIDs).
+	if err := s.q(ctx, nil).Raw(`SELECT event_id FROM callback_event WHERE source = ? AND event_id IN ?`, source, eventIDs).
 		Scan(&found).Error; err != nil {
 		return nil, fmt.Errorf("error finding stored callbacks of %s: %w", source, translate(err))
 	}

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -39,6 +40,9 @@ type Store struct {
 	// it (mysql.durability: replica; see replication.go).
 	replica bool
 	semi    semiSyncState
+	// ret caches whether the server answers INSERT ... RETURNING
+	// (returningUnknown until read; canReturn).
+	ret atomic.Int32
 }
 
 // NormalizeDSN forces the settings callgate relies on: times parsed as UTC,

@@ -1,0 +1,377 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"strings"
+	"time"
+
+	"callgate/internal/callback"
+)
+
+// The intake's dedupe outlives the payloads: each accepted callback's
+// (source, event_id) and log_id are also a row of callback_event (migration
+// 024), written in the same transaction as its callback_log row and kept
+// for scheduler.retention.dedupe_max_age, long after retention deleted the
+// callback_log row. writeIntake is the one way the intake writes: the
+// group-committed batch (with RETURNING, or with a read-back), its
+// row-by-row fallback and Store.InsertCallback all go through it.
+//
+// One transaction per batch:
+//
+//  1. the callback_log rows, as one multi-row INSERT whose duplicate
+//     clause leaves a stored row as it is: while callback_log keeps its
+//     unique key on (source, event_id), a duplicate whose row is still
+//     there is answered by it, and the key's lock serializes requests of
+//     one event;
+//  2. the events of the new rows into callback_event, leaving an event
+//     already there as it is, and learning each one's stored log_id
+//     (RETURNING on MariaDB; elsewhere an INSERT ... SELECT and a locking
+//     read-back);
+//  3. a new row whose event already held another log_id is a duplicate of
+//     a callback whose payload retention deleted: its callback_log row is
+//     deleted again, and its request answered Duplicate with the old
+//     log_id (never announced).
+//
+// The common case (no duplicate) is BEGIN, two INSERTs and a COMMIT with
+// RETURNING. A deadlock or lock wait timeout re-runs the whole
+// transaction.
+
+// insertEventSQL writes n events: (source, event_id, log_id, received_at).
+// An event already there keeps its log_id, which RETURNING answers.
+func insertEventSQL(n int) string {
+	var q strings.Builder
+	q.WriteString(`INSERT INTO callback_event (source, event_id, log_id, received_at) VALUES `)
+	for i := range n {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString(`(?, ?, ?, ?)`)
+	}
+	q.WriteString(` ON DUPLICATE KEY UPDATE log_id = log_id RETURNING source, event_id, log_id`)
+	return q.String()
+}
+
+// writeIntake writes rows, at most one per (source, event_id), with their
+// events in one transaction, and answers each row (p.res): its id and
+// whether it is new. returning says whether the server answers INSERT ...
+// RETURNING. inserted is how many rows it added to callback_log in the
+// end, -1 where the server does not say (RETURNING). An error of the
+// transaction, rolled back whole, is a *statementError; a COMMIT that
+// failed is not (it may have committed).
+func (s *Store) writeIntake(ctx context.Context, rows []*pendingInsert, returning bool) (inserted int64, err error) {
+	err = retryTransient(ctx, func() error {
+		for _, p := range rows {
+			p.res = InsertResult{}
+		}
+		return s.inOwnTx(ctx, func(tx *sql.Tx) error {
+			var gone []int64
+			var err error
+			if returning {
+				inserted = -1
+				gone, err = intakeReturning(ctx, tx, rows)
+			} else {
+				inserted, gone, err = intakeReadBack(ctx, tx, rows)
+			}
+			if err != nil || len(gone) == 0 {
+				return err
+			}
+			if inserted > 0 {
+				inserted -= int64(len(gone))
+			}
+			return deleteLogs(ctx, tx, gone)
+		})
+	})
+	return inserted, err
+}
+
+// inOwnTx runs fn in a transaction on a connection of its own and commits
+// it when fn returns nil. An error before the COMMIT (the transaction
+// rolled back) is a *statementError. A connection that cannot be trusted
+// after an error is discarded, never handed back to the pool.
+func (s *Store) inOwnTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	conn, err := s.sql.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err == nil {
+		if err = fn(tx); err != nil {
+			_ = tx.Rollback()
+			err = &statementError{err}
+		} else {
+			err = tx.Commit()
+		}
+	}
+	if err != nil && brokenConn(err) {
+		// database/sql closes a connection whose Raw func reports it bad.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	return err
+}
+
+// eventKey is an event: compared byte for byte, as the keys do.
+type eventKey struct{ source, event string }
+
+// intakeReturning is the transaction's statements with RETURNING: the
+// callback_log INSERT answers each row as stored, the callback_event
+// INSERT each new row's event as stored. It returns the new rows whose
+// event was already there (to delete).
+func intakeReturning(ctx context.Context, tx *sql.Tx, rows []*pendingInsert) (gone []int64, err error) {
+	args := make([]any, 0, len(rows)*insertArgCount)
+	byEvent := make(map[eventKey]*pendingInsert, len(rows))
+	for _, p := range rows {
+		args = insertArgs(args, p.row)
+		byEvent[eventKey{p.row.Source, p.row.EventID}] = p
+	}
+	err = queryTx(ctx, tx, func(rs *sql.Rows) error {
+		for rs.Next() {
+			var (
+				id                     int64
+				source, event, traceID string
+				received               time.Time
+			)
+			if err := rs.Scan(&id, &source, &event, &traceID, &received); err != nil {
+				return err
+			}
+			if p := byEvent[eventKey{source, event}]; p != nil {
+				p.res = InsertResult{ID: id, Duplicate: !p.mine(traceID, received)}
+			}
+		}
+		return nil
+	}, insertBatchSQL(len(rows))+returningSQL, args...)
+	if err != nil {
+		return nil, err
+	}
+	var fresh []*pendingInsert
+	args = args[:0]
+	for _, p := range rows {
+		if p.res.ID != 0 && !p.res.Duplicate {
+			fresh = append(fresh, p)
+			args = append(args, p.row.Source, p.row.EventID, p.res.ID, receivedAt(p.row))
+		}
+	}
+	if len(fresh) == 0 {
+		return nil, nil
+	}
+	stored := make(map[eventKey]int64, len(fresh))
+	err = queryTx(ctx, tx, func(rs *sql.Rows) error {
+		for rs.Next() {
+			var (
+				source, event string
+				logID         int64
+			)
+			if err := rs.Scan(&source, &event, &logID); err != nil {
+				return err
+			}
+			stored[eventKey{source, event}] = logID
+		}
+		return nil
+	}, insertEventSQL(len(fresh)), args...)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range fresh {
+		logID, ok := stored[eventKey{p.row.Source, p.row.EventID}]
+		if !ok {
+			return nil, fmt.Errorf("%w: no event for %s %q", ErrUnaccounted, p.row.Source, p.row.EventID)
+		}
+		if logID != p.res.ID {
+			gone = append(gone, p.res.ID)
+			p.res = InsertResult{ID: logID, Duplicate: true}
+		}
+	}
+	return gone, nil
+}
+
+// intakeReadBack is the transaction's statements without RETURNING
+// (MySQL): the callback_log INSERT, then per source the events of the rows
+// now stored (INSERT ... SELECT, an event already there left as it is),
+// and a locking read-back of each event's log_id with the callback_log row
+// stored for it. It returns how many rows the INSERT added and the new
+// rows whose event was already there (to delete).
+func intakeReadBack(ctx context.Context, tx *sql.Tx, rows []*pendingInsert) (inserted int64, gone []int64, err error) {
+	args := make([]any, 0, len(rows)*insertArgCount)
+	for _, p := range rows {
+		args = insertArgs(args, p.row)
+	}
+	res, err := tx.ExecContext(ctx, insertBatchSQL(len(rows)), args...)
+	if err != nil {
+		return 0, nil, err
+	}
+	if inserted, err = res.RowsAffected(); err != nil {
+		return 0, nil, err
+	}
+	bySource := map[string][]*pendingInsert{}
+	var sources []string
+	for _, p := range rows {
+		if bySource[p.row.Source] == nil {
+			sources = append(sources, p.row.Source)
+		}
+		bySource[p.row.Source] = append(bySource[p.row.Source], p)
+	}
+	for _, source := range sources {
+		ps := bySource[source]
+		in := "(?" + strings.Repeat(", ?", len(ps)-1) + ")"
+		args = append(args[:0], source)
+		byEvent := make(map[string]*pendingInsert, len(ps))
+		for _, p := range ps {
+			args = append(args, p.row.EventID)
+			byEvent[p.row.EventID] = p
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO callback_event (source, event_id, log_id, received_at)
+			SELECT source, event_id, id, received_at FROM callback_log WHERE source = ? AND event_id IN `+in+`
+			ON DUPLICATE KEY UPDATE log_id = callback_event.log_id`, args...); err != nil {
+			return 0, nil, err
+		}
+		err := queryTx(ctx, tx, func(rs *sql.Rows) error {
+			for rs.Next() {
+				var (
+					event    string
+					logID    int64
+					id       sql.NullInt64
+					traceID  sql.NullString
+					received sql.NullTime
+				)
+				if err := rs.Scan(&event, &logID, &id, &traceID, &received); err != nil {
+					return err
+				}
+				p := byEvent[event]
+				switch {
+				case p == nil:
+				case !id.Valid || id.Int64 == logID:
+					p.res = InsertResult{ID: logID, Duplicate: !id.Valid || !p.mine(traceID.String, received.Time)}
+				case p.mine(traceID.String, received.Time):
+					// Ours, but the event was there before it: a
+					// duplicate of a callback whose payload is gone.
+					gone = append(gone, id.Int64)
+					p.res = InsertResult{ID: logID, Duplicate: true}
+				default:
+					// A stored row the event names no longer (written
+					// by an older callgate): it answers, as it did.
+					p.res = InsertResult{ID: id.Int64, Duplicate: true}
+				}
+			}
+			return nil
+		}, `SELECT e.event_id, e.log_id, l.id, l.trace_id, l.received_at FROM callback_event e
+			LEFT JOIN callback_log l ON l.source = e.source AND l.event_id = e.event_id
+			WHERE e.source = ? AND e.event_id IN `+in+` FOR UPDATE`, args...)
+		if err != nil {
+			return 0, nil, err
+		}
+	}
+	return inserted, gone, nil
+}
+
+// deleteLogs deletes the callback_log rows ids, new in this transaction.
+func deleteLogs(ctx context.Context, tx *sql.Tx, ids []int64) error {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM callback_log WHERE id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args...)
+	return err
+}
+
+// queryTx runs query in tx and hands its rows to scan; it succeeds only if
+// scan does and the rows end without an error.
+func queryTx(ctx context.Context, tx *sql.Tx, scan func(*sql.Rows) error, query string, args ...any) error {
+	rs, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	if err := scan(rs); err != nil {
+		return err
+	}
+	if err := rs.Close(); err != nil {
+		return err
+	}
+	return rs.Err()
+}
+
+// canReturn reports whether the server answers INSERT ... RETURNING, asked
+// once, within ctx. While it cannot be asked (MySQL away) the read-back is
+// used.
+func (s *Store) canReturn(ctx context.Context) bool {
+	switch s.ret.Load() {
+	case returningYes:
+		return true
+	case returningNo:
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ok, err := s.returning(ctx)
+	if err != nil {
+		return false
+	}
+	if ok {
+		s.ret.Store(returningYes)
+	} else {
+		s.ret.Store(returningNo)
+	}
+	return ok
+}
+
+// insertOne writes one callback with writeIntake.
+func (s *Store) insertOne(ctx context.Context, l *callback.Log, returning bool) (InsertResult, error) {
+	p := &pendingInsert{row: l}
+	if _, err := s.writeIntake(ctx, []*pendingInsert{p}, returning); err != nil {
+		return InsertResult{}, fmt.Errorf("error inserting callback log: %w", translate(err))
+	}
+	if p.res.ID == 0 {
+		return InsertResult{}, fmt.Errorf("%w: %s %q", ErrUnaccounted, l.Source, l.EventID)
+	}
+	return p.res, nil
+}
+
+// DeleteEventsBefore deletes up to limit callback_event rows received
+// before cutoff whose callback_log row is gone, and returns how many: the
+// end of a callback's dedupe (scheduler.retention.dedupe_max_age). An
+// event whose callback is still there (FAILED, PENDING, a dead letter, or
+// SUCCESS not yet deleted) is kept, however old: its dedupe lasts as long
+// as the callback. A callback_log row once gone never comes back (ids are
+// not reused), so the check cannot be overtaken; an event the intake is
+// writing meanwhile is locked, and the DELETE waits for it.
+func (s *Store) DeleteEventsBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+	var events []struct {
+		Source  string
+		EventID string
+	}
+	err := s.q(ctx, nil).Raw(`SELECT source, event_id FROM callback_event e FORCE INDEX (ix_callback_event_received)
+		WHERE received_at < ? AND NOT EXISTS (SELECT 1 FROM callback_log l WHERE l.id = e.log_id)
+		ORDER BY received_at LIMIT ?`, cutoff, limit).Scan(&events).Error
+	if err != nil || len(events) == 0 {
+		return 0, translate(err)
+	}
+	// One statement per source naming the primary key's columns (a tuple
+	// IN may read the whole table), in one short transaction.
+	bySource := map[string][]string{}
+	var sources []string
+	for _, e := range events {
+		if bySource[e.Source] == nil {
+			sources = append(sources, e.Source)
+		}
+		bySource[e.Source] = append(bySource[e.Source], e.EventID)
+	}
+	n := 0
+	err = s.InTx(ctx, func(tx *Tx) error {
+		for _, source := range sources {
+			res := s.q(ctx, tx).Exec(`DELETE FROM callback_event WHERE source = ? AND event_id IN ? AND received_at < ?
+				AND NOT EXISTS (SELECT 1 FROM callback_log l WHERE l.id = callback_event.log_id)`, source, bySource[source], cutoff)
+			if res.Error != nil {
+				return translate(res.Error)
+			}
+			n += int(res.RowsAffected)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("error deleting old events: %w", err)
+	}
+	return n, nil
+}
