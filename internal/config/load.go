@@ -162,6 +162,7 @@ func fileDefaults() Config {
 	c.Admin.SecureCookie = SecureCookieDefault
 	c.Scheduler.Retention.MaxAge = scheduler.RetentionMaxAgeDefault
 	c.Scheduler.Retention.DeadLetterMaxAge = scheduler.RetentionDeadLetterMaxAgeDefault
+	c.Scheduler.Retention.DedupeMaxAge = scheduler.RetentionDedupeMaxAgeDefault
 	c.DeadLetters.MaxPerHour = DeadLettersMaxPerHourDefault
 	c.DeadLetters.MaxBytesPerHour = DeadLettersMaxBytesPerHourDefault
 	return c

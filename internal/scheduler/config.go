@@ -69,6 +69,13 @@ type RetentionConfig struct {
 	// file's default is RetentionDeadLetterMaxAgeDefault). At least
 	// MaxAge when both are set.
 	DeadLetterMaxAge time.Duration `yaml:"dead_letter_max_age"`
+	// DedupeMaxAge: a callback's (source, event_id) is remembered in
+	// callback_event this long after it was received (a platform's resend
+	// is a duplicate meanwhile, even once MaxAge deleted the callback),
+	// and never less than the callback itself is kept; 0 keeps them (the
+	// file's default is RetentionDedupeMaxAgeDefault). At least MaxAge and
+	// at least RetentionDedupeMinAge when set.
+	DedupeMaxAge time.Duration `yaml:"dedupe_max_age"`
 	// BatchSize rows per short transaction. Default 500.
 	BatchSize int `yaml:"batch_size"`
 }
@@ -104,6 +111,14 @@ const RetentionDeadLetterMaxAgeDefault = 90 * 24 * time.Hour
 // longest platform retry window (Adyen resends for 30 days), so that a dead
 // letter is never deleted while its platform may still resend it.
 const RetentionDeadLetterMinAge = 30 * 24 * time.Hour
+
+// RetentionDedupeMaxAgeDefault, 90 days, is three times the longest
+// platform retry window (Adyen's 30 days) and the default max_age.
+const RetentionDedupeMaxAgeDefault = 90 * 24 * time.Hour
+
+// RetentionDedupeMinAge is the shortest dedupe_max_age taken: the longest
+// platform retry window (Adyen resends for 30 days).
+const RetentionDedupeMinAge = 30 * 24 * time.Hour
 
 // WithDefaults returns a copy with every unset field at its default.
 func (c Config) WithDefaults() Config {
@@ -174,6 +189,13 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("retention.dead_letter_max_age: %s must be at least max_age (%s), or 0 to keep dead letters", r.DeadLetterMaxAge, r.MaxAge))
 	} else if r.DeadLetterMaxAge > 0 && r.DeadLetterMaxAge < RetentionDeadLetterMinAge {
 		errs = append(errs, fmt.Errorf("retention.dead_letter_max_age: %s must be at least %s, the longest platform retry window (Adyen's 30 days), or 0 to keep dead letters", r.DeadLetterMaxAge, RetentionDeadLetterMinAge))
+	}
+	// A resend must be a duplicate at least as long as the payload is
+	// kept and as long as any platform resends.
+	if r := c.Retention; r.DedupeMaxAge < 0 || (r.DedupeMaxAge > 0 && r.DedupeMaxAge < r.MaxAge) {
+		errs = append(errs, fmt.Errorf("retention.dedupe_max_age: %s must be at least max_age (%s), or 0 to keep events", r.DedupeMaxAge, r.MaxAge))
+	} else if r.DedupeMaxAge > 0 && r.DedupeMaxAge < RetentionDedupeMinAge {
+		errs = append(errs, fmt.Errorf("retention.dedupe_max_age: %s must be at least %s, the longest platform retry window (Adyen's 30 days), or 0 to keep events", r.DedupeMaxAge, RetentionDedupeMinAge))
 	}
 	return errors.Join(errs...)
 }

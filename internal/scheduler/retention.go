@@ -19,14 +19,19 @@ import (
 // make a new one would grow the table without bound. A max age of 0 keeps
 // those rows.
 //
-// Deleting a callback also forgets its (source, event_id): a platform
-// re-sending it after MaxAge would be accepted as new. MaxAge must outlive
-// every platform's retry window (Stripe's is 3 days, Adyen's 30; the
-// default is 30 days), and the handlers are idempotent besides.
+// Deleting a callback does not forget its (source, event_id): the intake
+// remembers it in callback_event, which retention empties separately,
+// of events received before DedupeMaxAge whose callback is gone (never
+// one whose callback_log row is still there), so a platform re-sending
+// an event is answered as a duplicate until then. MaxAge should still
+// outlive every platform's retry window (Stripe's is 3 days, Adyen's 30;
+// the default is 30 days): a duplicate whose row is gone answers a log_id
+// that cannot be looked up. The handlers are idempotent besides.
 type Retention struct {
 	Store            *store.Store
 	MaxAge           time.Duration
 	DeadLetterMaxAge time.Duration
+	DedupeMaxAge     time.Duration
 	BatchSize        int
 	Log              *slog.Logger
 
@@ -40,7 +45,7 @@ type Retention struct {
 // RunOnce deletes what is due and returns how many callbacks (dead letters
 // included) and outbox rows it removed.
 func (r *Retention) RunOnce(ctx context.Context) (callbacks, outboxRows int, err error) {
-	var keys, dead int
+	var keys, dead, events int
 	now := time.Now().UTC()
 	attrs := []any{}
 	if r.MaxAge > 0 {
@@ -66,8 +71,16 @@ func (r *Retention) RunOnce(ctx context.Context) (callbacks, outboxRows int, err
 			return callbacks, outboxRows, err
 		}
 	}
-	if callbacks+outboxRows+keys > 0 {
-		r.Log.Info("retention: deleted old rows", append([]any{"callbacks", callbacks - dead, "dead_letters", dead, "outbox", outboxRows, "keys", keys}, attrs...)...)
+	// After the callbacks: an event goes only once its callback has.
+	if r.DedupeMaxAge > 0 {
+		cutoff := now.Add(-r.DedupeMaxAge)
+		attrs = append(attrs, "events_older_than", cutoff)
+		if events, err = r.drain(ctx, r.Store.DeleteEventsBefore, cutoff); err != nil {
+			return callbacks, outboxRows, err
+		}
+	}
+	if callbacks+outboxRows+keys+events > 0 {
+		r.Log.Info("retention: deleted old rows", append([]any{"callbacks", callbacks - dead, "dead_letters", dead, "outbox", outboxRows, "keys", keys, "events", events}, attrs...)...)
 	}
 	return callbacks, outboxRows, ctx.Err()
 }

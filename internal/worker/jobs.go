@@ -42,7 +42,7 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 	}
 	stuck := &scheduler.Stuck{Store: st, Horizon: maxRetry + sc.Compensation.Threshold + time.Minute, BatchSize: sc.Stuck.BatchSize, Log: logger}
 	retention := &scheduler.Retention{Store: st, MaxAge: sc.Retention.MaxAge, DeadLetterMaxAge: sc.Retention.DeadLetterMaxAge,
-		BatchSize: sc.Retention.BatchSize, Log: logger}
+		DedupeMaxAge: sc.Retention.DedupeMaxAge, BatchSize: sc.Retention.BatchSize, Log: logger}
 	replays := &replay.Runner{Store: st, Announcer: ann, Threshold: sc.Compensation.Threshold,
 		Rate: set.Replay.WithDefaults().Rate, Interval: sc.Compensation.Interval, Log: logger,
 		OnReplayed: func(n int) { m.Replayed.WithLabelValues("bulk").Add(float64(n)) }}
