@@ -80,3 +80,40 @@ func TestRetentionForgetsOldEventsOnlyOnceTheirCallbackIsGone(t *testing.T) {
 	require.NoError(t, st.DB.Raw(`SELECT COUNT(*) FROM callback_event WHERE event_id = 'old-again'`).Scan(&n).Error)
 	require.Equal(t, 1, n)
 }
+
+// TestRetentionForgetsEventsBehindMoreKeptOnesThanABatch: more old events
+// kept (their callbacks FAILED) than a batch, ahead of events whose
+// callbacks retention deletes in the same run: the one run deletes those
+// too, walking past the kept ones.
+func TestRetentionForgetsEventsBehindMoreKeptOnesThanABatch(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t)
+	st := testenv.Store(t, cfg)
+	now := time.Now().UTC()
+	day := 24 * time.Hour
+	mk := func(event string, status callback.Status, received time.Time) {
+		res, err := st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: event, BusinessKey: "K",
+			Payload: []byte(`{}`), TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", ReceivedAt: received})
+		require.NoError(t, err)
+		require.False(t, res.Duplicate)
+		require.NoError(t, st.DB.Model(&callback.Log{}).Where("id = ?", res.ID).
+			Updates(map[string]any{"status": status, "processed_at": received.Add(time.Minute)}).Error)
+	}
+	var kept []string
+	for i := range 5 {
+		event := fmt.Sprintf("kept-%d", i)
+		mk(event, callback.StatusFailed, now.Add(-200*day+time.Duration(i)*time.Second))
+		kept = append(kept, event)
+	}
+	for i := range 3 {
+		mk(fmt.Sprintf("gone-%d", i), callback.StatusSuccess, now.Add(-100*day+time.Duration(i)*time.Second))
+	}
+
+	r := &scheduler.Retention{Store: st.Store, MaxAge: 30 * day, DedupeMaxAge: 90 * day, BatchSize: 2, Log: quiet}
+	cbs, _, err := r.RunOnce(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 3, cbs)
+	var left []string
+	require.NoError(t, st.DB.Raw(`SELECT event_id FROM callback_event ORDER BY event_id`).Scan(&left).Error)
+	require.Equal(t, kept, left, "one run: the events behind the kept ones are gone")
+}

@@ -20,10 +20,12 @@ import (
 // those rows.
 //
 // Deleting a callback does not forget its (source, event_id): the intake
-// remembers it in callback_event, which retention empties separately,
-// of events received before DedupeMaxAge whose callback is gone (never
-// one whose callback_log row is still there), so a platform re-sending
-// an event is answered as a duplicate until then. MaxAge should still
+// remembers it in callback_event (and the deletion writes it there first,
+// in its transaction, for a row an older gateway stored without one),
+// which retention empties separately, of events received before
+// DedupeMaxAge whose callback is gone (never one whose callback_log row
+// is still there), so a platform re-sending an event is answered as a
+// duplicate until then. MaxAge should still
 // outlive every platform's retry window (Stripe's is 3 days, Adyen's 30;
 // the default is 30 days): a duplicate whose row is gone answers a log_id
 // that cannot be looked up. The handlers are idempotent besides.
@@ -75,7 +77,7 @@ func (r *Retention) RunOnce(ctx context.Context) (callbacks, outboxRows int, err
 	if r.DedupeMaxAge > 0 {
 		cutoff := now.Add(-r.DedupeMaxAge)
 		attrs = append(attrs, "events_older_than", cutoff)
-		if events, err = r.drain(ctx, r.Store.DeleteEventsBefore, cutoff); err != nil {
+		if events, err = r.dropEvents(ctx, cutoff); err != nil {
 			return callbacks, outboxRows, err
 		}
 	}
@@ -99,6 +101,29 @@ func (r *Retention) dropDeadLetters(ctx context.Context, cutoff time.Time) (int,
 			return total, err
 		}
 		r.deadLetters = next
+		if read < r.BatchSize {
+			break
+		}
+	}
+	return total, nil
+}
+
+// dropEvents walks the events received before cutoff, a batch per short
+// transaction, deleting those whose callback is gone. The cursor lasts the
+// run: each run reads each event it keeps (its callback still there) once,
+// and starts again from the oldest, whose callback may have gone since.
+func (r *Retention) dropEvents(ctx context.Context, cutoff time.Time) (int, error) {
+	total := 0
+	var at store.EventCursor
+	for ctx.Err() == nil {
+		batchCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		n, next, read, err := r.Store.DeleteEventsBefore(batchCtx, cutoff, at, r.BatchSize)
+		cancel()
+		total += n
+		if err != nil {
+			return total, err
+		}
+		at = next
 		if read < r.BatchSize {
 			break
 		}

@@ -357,7 +357,8 @@ func (s *Store) ReleaseStuck(ctx context.Context, now, horizon time.Time, limit 
 // read without locks; then, in one transaction, those still eligible (a
 // replay may have made one PENDING since) are locked and deleted with
 // their history: a concurrent replay waits and then finds nothing, rather
-// than keeping a callback whose attempts were erased.
+// than keeping a callback whose attempts were erased. Their events stay in
+// callback_event (keepEvents): a resend is still a duplicate.
 func (s *Store) DeleteSucceededBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
 	var ids []int64
 	err := s.q(ctx, nil).Model(&callback.Log{}).
@@ -374,6 +375,9 @@ func (s *Store) DeleteSucceededBefore(ctx context.Context, cutoff time.Time, lim
 		}
 		if len(eligible) == 0 {
 			return nil
+		}
+		if err := s.keepEvents(ctx, tx, eligible); err != nil {
+			return err
 		}
 		if err := s.q(ctx, tx).Exec(`DELETE FROM callback_attempt WHERE log_id IN ?`, eligible).Error; err != nil {
 			return translate(err)

@@ -54,7 +54,7 @@ type DeadLetterCursor struct {
 // then, in one transaction, those still eligible (a replay may have made
 // one PENDING since) are locked and deleted, so that a concurrent replay
 // waits and then finds nothing rather than keeping a callback whose
-// attempts were erased.
+// attempts were erased. Their events stay in callback_event (keepEvents).
 func (s *Store) DeleteDeadLettersBefore(ctx context.Context, cutoff time.Time, after DeadLetterCursor, limit int) (deleted int, next DeadLetterCursor, read int, err error) {
 	var rows []struct {
 		ID          int64
@@ -102,6 +102,9 @@ func (s *Store) DeleteDeadLettersBefore(ctx context.Context, cutoff time.Time, a
 		for i, e := range eligible {
 			gone[i] = e.ID
 			bySource[e.Source]++
+		}
+		if err := s.keepEvents(ctx, tx, gone); err != nil {
+			return err
 		}
 		if err := s.q(ctx, tx).Exec(`DELETE FROM callback_attempt WHERE log_id IN ?`, gone).Error; err != nil {
 			return translate(err)

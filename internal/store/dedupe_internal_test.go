@@ -180,22 +180,7 @@ func TestDuplicatesAfterThePayloadIsGoneAtOnce(t *testing.T) {
 func TestMigration024RemembersEveryStoredEvent(t *testing.T) {
 	t.Parallel()
 	st := openTestStore(t)
-	migrateTo := func(v uint) {
-		t.Helper()
-		var name string
-		require.NoError(t, st.sql.QueryRow(`SELECT DATABASE()`).Scan(&name))
-		db, err := sql.Open("mysql", "root:@tcp(127.0.0.1:3306)/"+name+"?multiStatements=true")
-		require.NoError(t, err)
-		defer db.Close()
-		src, err := iofs.New(migrations.FS, ".")
-		require.NoError(t, err)
-		drv, err := migratemysql.WithInstance(db, &migratemysql.Config{})
-		require.NoError(t, err)
-		m, err := migrate.NewWithInstance("iofs", src, "mysql", drv)
-		require.NoError(t, err)
-		defer m.Close()
-		require.NoError(t, m.Migrate(v))
-	}
+	migrateTo := func(v uint) { t.Helper(); migrateTestTo(t, st, v) }
 	migrateTo(23)
 	var tables int
 	require.NoError(t, st.sql.QueryRow(`SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'callback_event'`).Scan(&tables))
@@ -230,4 +215,219 @@ func TestMigration024RemembersEveryStoredEvent(t *testing.T) {
 	res, err := st.InsertCallback(t.Context(), pending("old-1", 9).row)
 	require.NoError(t, err)
 	require.Equal(t, InsertResult{ID: id, Duplicate: true}, res)
+}
+
+// testDBName is the name of st's database.
+func testDBName(t *testing.T, st *Store) string {
+	t.Helper()
+	var name string
+	require.NoError(t, st.sql.QueryRow(`SELECT DATABASE()`).Scan(&name))
+	return name
+}
+
+// migrateTestTo migrates st's database up or down to version v, the way
+// golang-migrate's own command would: a connection of its own, with the
+// server's session defaults.
+func migrateTestTo(t *testing.T, st *Store, v uint) {
+	t.Helper()
+	db, err := sql.Open("mysql", "root:@tcp(127.0.0.1:3306)/"+testDBName(t, st)+"?multiStatements=true")
+	require.NoError(t, err)
+	defer db.Close()
+	src, err := iofs.New(migrations.FS, ".")
+	require.NoError(t, err)
+	drv, err := migratemysql.WithInstance(db, &migratemysql.Config{})
+	require.NoError(t, err)
+	m, err := migrate.NewWithInstance("iofs", src, "mysql", drv)
+	require.NoError(t, err)
+	defer m.Close()
+	require.NoError(t, m.Migrate(v))
+}
+
+// TestMigration024BackfillDoesNotBlockTheIntake: migration 024's file, run
+// as golang-migrate runs it (one multi-statement exec on a connection of
+// its own, with the server's default REPEATABLE READ) but with its
+// backfill's transaction held open, locks no callback_log row and no gap:
+// an older gateway's intake INSERT and this one's both go through at once
+// (a rolling upgrade), rather than waiting for the backfill to end.
+func TestMigration024BackfillDoesNotBlockTheIntake(t *testing.T) {
+	t.Parallel()
+	st := openTestStore(t)
+	migrateTestTo(t, st, 23)
+	name := testDBName(t, st)
+	received := time.Now().UTC().Truncate(time.Microsecond)
+	oldInsert := `INSERT INTO callback_log (source, kind, event_id, business_key, status, attempts, payload, trace_id, received_at, next_attempt_at)
+		VALUES ('paydemo', 'payment', ?, 'K', 'PENDING', 0, '{}', '00000000000000000000000000000000', ?, ?)`
+	for i := range 5 {
+		_, err := st.sql.Exec(oldInsert, fmt.Sprintf("before-%d", i), received, received)
+		require.NoError(t, err)
+	}
+
+	// The backfill, its transaction left open (autocommit off: the
+	// CREATE TABLE commits, the INSERT ... SELECT begins one).
+	up, err := migrations.FS.ReadFile("024_callback_event.up.sql")
+	require.NoError(t, err)
+	mdb, err := sql.Open("mysql", "root:@tcp(127.0.0.1:3306)/"+name+"?multiStatements=true")
+	require.NoError(t, err)
+	defer mdb.Close()
+	conn, err := mdb.Conn(t.Context())
+	require.NoError(t, err)
+	defer conn.Close()
+	var iso string
+	require.NoError(t, conn.QueryRowContext(t.Context(), `SELECT @@tx_isolation`).Scan(&iso))
+	require.Equal(t, "REPEATABLE-READ", iso, "the migration's connection starts with the server's default")
+	_, err = conn.ExecContext(t.Context(), "SET autocommit = 0;\n"+string(up))
+	require.NoError(t, err)
+	defer func() { _, _ = conn.ExecContext(context.Background(), `ROLLBACK`) }()
+	var backfilled int
+	require.NoError(t, conn.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM callback_event`).Scan(&backfilled))
+	require.Equal(t, 5, backfilled)
+
+	// The intake meanwhile, with a lock wait of 1 s.
+	other, err := Open(Config{DSN: "root:@tcp(127.0.0.1:3306)/" + name, MaxOpenConns: 4, MaxIdleConns: 4, DialTimeout: time.Second, LockWaitTimeout: time.Second})
+	require.NoError(t, err)
+	defer other.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_, err = other.sql.ExecContext(ctx, oldInsert, "old-gateway", received, received)
+	require.NoError(t, err, "an older gateway's INSERT is not held off by the backfill")
+	res, err := other.InsertCallback(ctx, pending("new-gateway", 1).row)
+	require.NoError(t, err, "nor is this gateway's intake")
+	require.False(t, res.Duplicate)
+}
+
+// TestRetentionKeepsTheEventsOfAnOlderGatewaysRows: callbacks an older
+// gateway stored during a rolling upgrade (a callback_log row and no
+// event) get their events when retention deletes them, SUCCESS or dead
+// letter, so a resend is answered as a duplicate with the original
+// log_id, on both intake paths. An event already there (a callback whose
+// payload was deleted before, stored again by an older gateway) is kept as
+// it is.
+func TestRetentionKeepsTheEventsOfAnOlderGatewaysRows(t *testing.T) {
+	t.Parallel()
+	st := openTestStore(t)
+	long := time.Now().UTC().Add(-60 * 24 * time.Hour).Truncate(time.Microsecond)
+	oldGateway := func(event, status string, normalized any) int64 {
+		t.Helper()
+		res, err := st.sql.Exec(`INSERT INTO callback_log (source, kind, event_id, business_key, status, attempts, payload, normalized, trace_id, received_at, next_attempt_at, processed_at)
+			VALUES ('paydemo', 'payment', ?, 'K', ?, 1, '{}', ?, '00000000000000000000000000000000', ?, ?, ?)`, event, status, normalized, long, long, long.Add(time.Minute))
+		require.NoError(t, err)
+		id, err := res.LastInsertId()
+		require.NoError(t, err)
+		return id
+	}
+	events := func(event string) map[int64]time.Time {
+		t.Helper()
+		rs, err := st.sql.Query(`SELECT log_id, received_at FROM callback_event WHERE source = 'paydemo' AND event_id = ?`, event)
+		require.NoError(t, err)
+		defer rs.Close()
+		got := map[int64]time.Time{}
+		for rs.Next() {
+			var id int64
+			var at time.Time
+			require.NoError(t, rs.Scan(&id, &at))
+			got[id] = at
+		}
+		require.NoError(t, rs.Err())
+		return got
+	}
+
+	// A callback of this gateway whose payload retention deleted, stored
+	// again by an older gateway (which dedupes on callback_log alone).
+	first, err := st.InsertCallback(t.Context(), pending("again", 1).row)
+	require.NoError(t, err)
+	forget(t, st, first.ID)
+	again := oldGateway("again", "SUCCESS", nil)
+	succeeded := oldGateway("old-success", "SUCCESS", nil)
+	dead := oldGateway("old-dead", "FAILED", `{"unreadable":"no such field"}`)
+	for _, e := range []string{"old-success", "old-dead"} {
+		require.Empty(t, events(e), "an older gateway writes no event")
+	}
+
+	n, err := st.DeleteSucceededBefore(t.Context(), long.Add(time.Hour), 100)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	n, _, _, err = st.DeleteDeadLettersBefore(t.Context(), long.Add(time.Hour), DeadLetterCursor{}, 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	for _, e := range []string{"old-success", "old-dead", "again"} {
+		require.Zero(t, logRows(t, st, e), e)
+	}
+	require.Equal(t, map[int64]time.Time{succeeded: long}, events("old-success"), "the event, with the row's received_at")
+	require.Equal(t, map[int64]time.Time{dead: long}, events("old-dead"))
+	require.Len(t, events("again"), 1)
+	require.Contains(t, events("again"), first.ID, "an event already there is kept as it is, not %d", again)
+
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	b := NewBatcher(st, 2, 16, quiet, func([]Inserted) {})
+	defer b.Close()
+	for i, c := range []struct {
+		event string
+		id    int64
+	}{{"old-success", succeeded}, {"old-dead", dead}, {"again", first.ID}} {
+		res, err := st.InsertCallback(t.Context(), pending(c.event, 10+i).row)
+		require.NoError(t, err)
+		require.Equal(t, InsertResult{ID: c.id, Duplicate: true}, res, "%s, Store.InsertCallback", c.event)
+		res, err = b.InsertCallback(t.Context(), pending(c.event, 20+i).row)
+		require.NoError(t, err)
+		require.Equal(t, InsertResult{ID: c.id, Duplicate: true}, res, "%s, Batcher", c.event)
+		require.Zero(t, logRows(t, st, c.event), c.event)
+	}
+}
+
+// TestDeleteEventsBeforeWalksPastKeptEvents: a walk through the events
+// received before the cutoff reads each one once, in (received_at,
+// source, event_id) order, ties included: the kept ones (their callback
+// still there) are read once and passed, the ones behind them whose
+// callback is gone deleted, and a younger event is neither read nor
+// deleted.
+func TestDeleteEventsBeforeWalksPastKeptEvents(t *testing.T) {
+	t.Parallel()
+	st := openTestStore(t)
+	at := time.Now().UTC().Add(-100 * 24 * time.Hour).Truncate(time.Microsecond)
+	for i := range 4 {
+		_, err := st.InsertCallback(t.Context(), pending(fmt.Sprintf("kept-%d", i), i).row)
+		require.NoError(t, err)
+	}
+	_, err := st.sql.Exec(`UPDATE callback_event SET received_at = ?`, at)
+	require.NoError(t, err)
+	gone := func(source, event string, received time.Time, logID int64) {
+		t.Helper()
+		_, err := st.sql.Exec(`INSERT INTO callback_event (source, event_id, log_id, received_at) VALUES (?, ?, ?, ?)`, source, event, logID, received)
+		require.NoError(t, err)
+	}
+	for i := range 4 {
+		gone([]string{"paydemo", "stripe"}[i%2], fmt.Sprintf("gone-%d", i), at, int64(900000+i))
+	}
+	gone("paydemo", "young", time.Now().UTC(), 900100)
+
+	cutoff := time.Now().UTC().Add(-90 * 24 * time.Hour)
+	var (
+		cursor         EventCursor
+		reads, deleted []int
+	)
+	for {
+		n, next, read, err := st.DeleteEventsBefore(t.Context(), cutoff, cursor, 3)
+		require.NoError(t, err)
+		reads, deleted = append(reads, read), append(deleted, n)
+		cursor = next
+		if read < 3 {
+			break
+		}
+	}
+	// paydemo/gone-0, paydemo/gone-2, paydemo/kept-0 | kept-1, kept-2,
+	// kept-3 | stripe/gone-1, stripe/gone-3.
+	require.Equal(t, []int{3, 3, 2}, reads, "each event read once")
+	require.Equal(t, []int{2, 0, 2}, deleted)
+	require.Equal(t, EventCursor{ReceivedAt: at, Source: "stripe", EventID: "gone-3"}, cursor)
+	rs, err := st.sql.Query(`SELECT event_id FROM callback_event ORDER BY event_id`)
+	require.NoError(t, err)
+	defer rs.Close()
+	var left []string
+	for rs.Next() {
+		var e string
+		require.NoError(t, rs.Scan(&e))
+		left = append(left, e)
+	}
+	require.NoError(t, rs.Err())
+	require.Equal(t, []string{"kept-0", "kept-1", "kept-2", "kept-3", "young"}, left)
 }

@@ -276,6 +276,24 @@ func deleteLogs(ctx context.Context, tx *sql.Tx, ids []int64) error {
 	return err
 }
 
+// keepEvents writes, in tx, the events of the callback_log rows ids that
+// tx is about to delete, so that their dedupe outlives them: every DELETE
+// FROM callback_log but the intake's own (deleteLogs: rows whose event
+// already names another log_id) runs it first, in the same transaction,
+// with the rows locked. An event already there is left as it is; one that
+// is missing is a row an older gateway stored (it writes no events, during
+// a rolling upgrade) or that migration 024's backfill did not see, and
+// gets its event now, answering a resend with this log_id for
+// scheduler.retention.dedupe_max_age after its received_at.
+func (s *Store) keepEvents(ctx context.Context, tx *Tx, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return translate(s.q(ctx, tx).Exec(`INSERT INTO callback_event (source, event_id, log_id, received_at)
+		SELECT source, event_id, id, received_at FROM callback_log WHERE id IN ?
+		ON DUPLICATE KEY UPDATE log_id = callback_event.log_id`, ids).Error)
+}
+
 // queryTx runs query in tx and hands its rows to scan; it succeeds only if
 // scan does and the rows end without an error.
 func queryTx(ctx context.Context, tx *sql.Tx, scan func(*sql.Rows) error, query string, args ...any) error {
@@ -329,36 +347,68 @@ func (s *Store) insertOne(ctx context.Context, l *callback.Log, returning bool) 
 	return p.res, nil
 }
 
-// DeleteEventsBefore deletes up to limit callback_event rows received
-// before cutoff whose callback_log row is gone, and returns how many: the
-// end of a callback's dedupe (scheduler.retention.dedupe_max_age). An
-// event whose callback is still there (FAILED, PENDING, a dead letter, or
+// EventCursor is where one retention run's walk through the events
+// received before its cutoff stands, in (received_at, source, event_id)
+// order (the order of ix_callback_event_received, which holds the primary
+// key): the zero value is the start. Unlike DeadLetterCursor it lasts one
+// run only: an event kept behind it (its callback still there) may be
+// deletable at the next.
+type EventCursor struct {
+	ReceivedAt time.Time
+	Source     string
+	EventID    string
+}
+
+// DeleteEventsBefore reads, from after, up to limit callback_event rows
+// received before cutoff, and deletes those whose callback_log row is
+// gone: the end of a callback's dedupe (scheduler.retention.dedupe_max_age).
+// It returns how many it deleted, the cursor after the rows it read, and
+// how many it read (less than limit: the walk is at its end). An event
+// whose callback is still there (FAILED, PENDING, a dead letter, or
 // SUCCESS not yet deleted) is kept, however old: its dedupe lasts as long
-// as the callback. A callback_log row once gone never comes back (ids are
-// not reused), so the check cannot be overtaken; an event the intake is
+// as the callback; a walk from its cursor reads it once per run, not once
+// per batch. A callback_log row once gone never comes back (ids are not
+// reused), so the check cannot be overtaken; an event the intake is
 // writing meanwhile is locked, and the DELETE waits for it.
-func (s *Store) DeleteEventsBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
+func (s *Store) DeleteEventsBefore(ctx context.Context, cutoff time.Time, after EventCursor, limit int) (deleted int, next EventCursor, read int, err error) {
 	var events []struct {
-		Source  string
-		EventID string
+		Source     string
+		EventID    string
+		ReceivedAt time.Time
+		Kept       bool
 	}
-	err := s.q(ctx, nil).Raw(`SELECT source, event_id FROM callback_event e FORCE INDEX (ix_callback_event_received)
-		WHERE received_at < ? AND NOT EXISTS (SELECT 1 FROM callback_log l WHERE l.id = e.log_id)
-		ORDER BY received_at LIMIT ?`, cutoff, limit).Scan(&events).Error
-	if err != nil || len(events) == 0 {
-		return 0, translate(err)
+	q := `SELECT source, event_id, received_at, EXISTS (SELECT 1 FROM callback_log l WHERE l.id = e.log_id) AS kept
+		FROM callback_event e FORCE INDEX (ix_callback_event_received) WHERE received_at < ?`
+	args := []any{cutoff}
+	if after != (EventCursor{}) {
+		q += ` AND received_at >= ? AND (received_at > ? OR source > ? OR (source = ? AND event_id > ?))`
+		args = append(args, after.ReceivedAt, after.ReceivedAt, after.Source, after.Source, after.EventID)
 	}
+	q += ` ORDER BY received_at, source, event_id LIMIT ?`
+	if err := s.q(ctx, nil).Raw(q, append(args, limit)...).Scan(&events).Error; err != nil {
+		return 0, after, 0, fmt.Errorf("error finding old events: %w", translate(err))
+	}
+	if len(events) == 0 {
+		return 0, after, 0, nil
+	}
+	last := events[len(events)-1]
+	next = EventCursor{ReceivedAt: last.ReceivedAt, Source: last.Source, EventID: last.EventID}
 	// One statement per source naming the primary key's columns (a tuple
 	// IN may read the whole table), in one short transaction.
 	bySource := map[string][]string{}
 	var sources []string
 	for _, e := range events {
+		if e.Kept {
+			continue
+		}
 		if bySource[e.Source] == nil {
 			sources = append(sources, e.Source)
 		}
 		bySource[e.Source] = append(bySource[e.Source], e.EventID)
 	}
-	n := 0
+	if len(sources) == 0 {
+		return 0, next, len(events), nil
+	}
 	err = s.InTx(ctx, func(tx *Tx) error {
 		for _, source := range sources {
 			res := s.q(ctx, tx).Exec(`DELETE FROM callback_event WHERE source = ? AND event_id IN ? AND received_at < ?
@@ -366,12 +416,12 @@ func (s *Store) DeleteEventsBefore(ctx context.Context, cutoff time.Time, limit 
 			if res.Error != nil {
 				return translate(res.Error)
 			}
-			n += int(res.RowsAffected)
+			deleted += int(res.RowsAffected)
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("error deleting old events: %w", err)
+		return 0, after, 0, fmt.Errorf("error deleting old events: %w", err)
 	}
-	return n, nil
+	return deleted, next, len(events), nil
 }
