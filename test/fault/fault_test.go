@@ -54,7 +54,9 @@ func secs(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }
 // TestWorkerKilledRepeatedly: the worker is SIGKILLed and restarted five
 // times while 5,000 payment callbacks come in. Every accepted callback is
 // processed exactly once and every notification arrives.
-func TestWorkerKilledRepeatedly(t *testing.T) { testenv.EachFaultBatchSize(t, testWorkerKilledRepeatedly) }
+func TestWorkerKilledRepeatedly(t *testing.T) {
+	testenv.EachFaultBatchSize(t, testWorkerKilledRepeatedly)
+}
 
 func testWorkerKilledRepeatedly(t *testing.T, batchSize int) {
 	start := time.Now()
@@ -194,7 +196,9 @@ var faultLine = regexp.MustCompile(`fault injection.*"log_id":(\d+)`)
 // (before the outbox publish and the ack), or after the k-th outbox publish
 // (before the ack). The restarted worker gets the message again and does
 // nothing twice; the outbox rows left behind are published by the relay.
-func TestKillBetweenCommitAndAck(t *testing.T) { testenv.EachFaultBatchSize(t, testKillBetweenCommitAndAck) }
+func TestKillBetweenCommitAndAck(t *testing.T) {
+	testenv.EachFaultBatchSize(t, testKillBetweenCommitAndAck)
+}
 
 func testKillBetweenCommitAndAck(t *testing.T, batchSize int) {
 	start := time.Now()
@@ -327,7 +331,9 @@ func testDuplicateStorm(t *testing.T, batchSize int) {
 // TestGracefulStopUnderLoad: SIGTERM to the gateway and the worker while
 // callbacks flow. Both exit 0 within their shutdown timeouts; after a
 // restart every callback answered 200 is processed.
-func TestGracefulStopUnderLoad(t *testing.T) { testenv.EachFaultBatchSize(t, testGracefulStopUnderLoad) }
+func TestGracefulStopUnderLoad(t *testing.T) {
+	testenv.EachFaultBatchSize(t, testGracefulStopUnderLoad)
+}
 
 func testGracefulStopUnderLoad(t *testing.T, batchSize int) {
 	start := time.Now()
