@@ -26,7 +26,7 @@ func TestDedupeMaxAge(t *testing.T) {
 
 	for _, ok := range []string{"scheduler: {retention: {dedupe_max_age: 0s}}\n", "scheduler: {retention: {max_age: 720h, dedupe_max_age: 720h}}\n",
 		"scheduler: {retention: {max_age: 0s, dedupe_max_age: 8760h}}\n"} {
-		cfg, err = config.Parse([]byte(ok+valid), kinds)
+		_, err = config.Parse([]byte(ok+valid), kinds)
 		require.NoError(t, err, strings.TrimSpace(ok))
 	}
 	require.Zero(t, func() time.Duration {
