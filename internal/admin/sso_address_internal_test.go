@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -181,4 +182,28 @@ func TestSpentFlowSentBackTakesNoTurn(t *testing.T) {
 		ok, _ := s.addrExchanges.Take("192.0.2.1")
 		require.True(t, ok, "the address's turn %d is still there", i)
 	}
+}
+
+// TestIPv6AddressesShareTheirSlash64: the per-address turns of single
+// sign-on count an IPv6 /64 as one address (a host has 2^64 of them to
+// choose from): starts from ever new addresses of one /64 are refused
+// after the address's burst, while another /64 and IPv4 addresses start
+// their own.
+func TestIPv6AddressesShareTheirSlash64(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "2001:db8:1:2::/64", limitKey("2001:db8:1:2:aaaa::1"))
+	require.Equal(t, "192.0.2.7", limitKey("192.0.2.7"))
+	require.Equal(t, "192.0.2.7", limitKey("::ffff:192.0.2.7"))
+	s := testSSO()
+	for i := range ssoAddrExchangeBurst {
+		ok, _ := s.addrExchanges.Take(limitKey(fmt.Sprintf("2001:db8:1:2::%x", i+1)))
+		require.True(t, ok, "turn %d", i)
+	}
+	v := MintFlow(s, "st-6", "2001:db8:1:2::ffff")
+	_, err := s.Complete(context.Background(), url.Values{"code": {"bogus"}, "state": {"st-6"}}, v, "2001:db8:1:2::ffff")
+	var se *SSOError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, http.StatusTooManyRequests, se.Status, "a fresh address of the same /64: %v", err)
+	ok, _ := s.addrExchanges.Take(limitKey("2001:db8:1:3::1"))
+	require.True(t, ok, "another /64 has its own turns")
 }

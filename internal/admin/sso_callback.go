@@ -127,7 +127,7 @@ func (s *SSO) Complete(ctx context.Context, q url.Values, flowCookie, client str
 	}
 	// The address's own turn first, without waiting: one address's
 	// callbacks cannot queue for (and spend) everyone's turns.
-	if ok, retry := s.addrExchanges.Take(client); !ok {
+	if ok, retry := s.addrExchanges.Take(limitKey(client)); !ok {
 		return SignIn{}, &SSOError{Status: http.StatusTooManyRequests, RetryAfter: retry,
 			Msg: fmt.Sprintf("Too many sign-ins are finishing from your address. Start again from the login page in %d seconds.", RetryAfterSeconds(retry)),
 			Err: errors.New("the address's token endpoint calls over their bound")}

@@ -37,7 +37,7 @@ func (s *SSO) Begin(ctx context.Context, next, client string) (authURL, flowCook
 	if s.key() == nil {
 		return "", "", errNoFlowKey
 	}
-	if ok, wait := s.starts.Take(client); !ok {
+	if ok, wait := s.starts.Take(limitKey(client)); !ok {
 		return "", "", &SSOError{Status: http.StatusTooManyRequests, RetryAfter: wait,
 			Msg: fmt.Sprintf("Too many sign-ins started from your address. Try again in %d seconds.", RetryAfterSeconds(wait))}
 	}

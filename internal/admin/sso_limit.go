@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"net/netip"
 	"time"
 )
 
@@ -39,6 +40,25 @@ const (
 	ssoAddrExchangeBurst = ssoExchangeBurst / 2
 	ssoAddrExchangeEvery = 3 * time.Second
 )
+
+// limitKey is the key of client in the per-address limiters: an IPv4
+// address as it is, an IPv6 one by its /64, the block one subscriber
+// (one host, often) is given, so that a host cannot take a fresh budget
+// with each of its 2^64 addresses. Anything else (a test's name) as it is.
+func limitKey(client string) string {
+	a, err := netip.ParseAddr(client)
+	if err != nil {
+		return client
+	}
+	if a = a.Unmap(); a.Is4() {
+		return a.String()
+	}
+	p, err := a.Prefix(64)
+	if err != nil {
+		return client
+	}
+	return p.String()
+}
 
 // spend marks flow f's state used and reports whether it was unused: a
 // flow cookie carries one callback to the provider, so a captured or
