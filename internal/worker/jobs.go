@@ -43,6 +43,7 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 	stuck := &scheduler.Stuck{Store: st, Horizon: maxRetry + sc.Compensation.Threshold + time.Minute, BatchSize: sc.Stuck.BatchSize, Log: logger}
 	retention := &scheduler.Retention{Store: st, MaxAge: sc.Retention.MaxAge, DeadLetterMaxAge: sc.Retention.DeadLetterMaxAge,
 		DedupeMaxAge: sc.Retention.DedupeMaxAge, BatchSize: sc.Retention.BatchSize, Log: logger}
+	partitions := &scheduler.Partitions{Store: st, DaysAhead: sc.Partitions.DaysAhead, Log: logger}
 	replays := &replay.Runner{Store: st, Announcer: ann, Threshold: sc.Compensation.Threshold,
 		Rate: set.Replay.WithDefaults().Rate, Interval: sc.Compensation.Interval, Log: logger,
 		OnReplayed: func(n int) { m.Replayed.WithLabelValues("bulk").Add(float64(n)) }}
@@ -82,6 +83,10 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 			_, _, err := retention.RunOnce(ctx)
 			return err
 		}},
+		{Name: "partitions", Interval: sc.Partitions.Interval, Run: func(ctx context.Context) error {
+			_, err := partitions.RunOnce(ctx)
+			return err
+		}},
 	}, gocron.WithDistributedElector(elector))
 	if err != nil {
 		return nil, err
@@ -92,6 +97,17 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 	if err != nil {
 		return nil, err
 	}
+	// The day partitions once at start, on every worker whether it holds
+	// the lease or not (idempotent, serialized by a lock of their own):
+	// a fresh installation (migration 025 left p_old and p_future only)
+	// gets today's partition before the first intake, and a worker that
+	// starts while the lease's holder is stuck still makes sure of them.
+	// A failure is logged; the job tries again at its interval.
+	startCtx, cancel := context.WithTimeout(ctx, 2*scheduler.PartitionsLockWait+5*time.Second)
+	if _, err := partitions.RunOnce(startCtx); err != nil {
+		logger.Warn("worker: day partitions not created at start; the partitions job retries", "error", err)
+	}
+	cancel()
 	fleet.Start()
 	local.Start()
 	return func() {
