@@ -46,17 +46,8 @@ func TestMigration025PartitionsByDay(t *testing.T) {
 			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, table).Scan(&method, &expr))
 		require.Equal(t, "RANGE COLUMNS", method, table)
 		require.Equal(t, "`retain_day`", expr, table)
-		var uniques []string
-		rs, err := st.sql.Query(`SELECT CONCAT(INDEX_NAME, ':', GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX)) FROM information_schema.STATISTICS
+		uniques := queryColumn[string](t, st.sql, `SELECT CONCAT(INDEX_NAME, ':', GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX)) FROM information_schema.STATISTICS
 			WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND NON_UNIQUE = 0 GROUP BY INDEX_NAME`, table)
-		require.NoError(t, err)
-		for rs.Next() {
-			var u string
-			require.NoError(t, rs.Scan(&u))
-			uniques = append(uniques, u)
-		}
-		require.NoError(t, rs.Err())
-		rs.Close()
 		require.Equal(t, []string{"PRIMARY:id,retain_day"}, uniques, table)
 	}
 	// A row written now is of today.
@@ -314,16 +305,7 @@ func TestConcurrentBatchesOfOneEvent(t *testing.T) {
 				require.False(t, first.res.Duplicate, "round %d: one batch stores the event", round)
 				require.NotZero(t, first.res.ID)
 				require.Equal(t, InsertResult{ID: first.res.ID, Duplicate: true}, second.res, "round %d: the other is its duplicate", round)
-				var ids []int64
-				rs, err := st.sql.Query(`SELECT id FROM callback_log WHERE source = 'paydemo' AND event_id = ?`, event)
-				require.NoError(t, err)
-				for rs.Next() {
-					var id int64
-					require.NoError(t, rs.Scan(&id))
-					ids = append(ids, id)
-				}
-				require.NoError(t, rs.Err())
-				rs.Close()
+				ids := queryColumn[int64](t, st.sql, `SELECT id FROM callback_log WHERE source = 'paydemo' AND event_id = ?`, event)
 				require.Equal(t, []int64{first.res.ID}, ids, "round %d: one callback_log row", round)
 				for _, p := range []*pendingInsert{a[0], b[1]} {
 					require.False(t, p.res.Duplicate)
@@ -332,4 +314,20 @@ func TestConcurrentBatchesOfOneEvent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// queryColumn runs query and returns its one column's values.
+func queryColumn[T any](t *testing.T, db *sql.DB, query string, args ...any) []T {
+	t.Helper()
+	rs, err := db.Query(query, args...)
+	require.NoError(t, err)
+	defer rs.Close()
+	var out []T
+	for rs.Next() {
+		var v T
+		require.NoError(t, rs.Scan(&v))
+		out = append(out, v)
+	}
+	require.NoError(t, rs.Err())
+	return out
 }
