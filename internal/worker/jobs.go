@@ -100,19 +100,27 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 	// The day partitions once at start, on every worker whether it holds
 	// the lease or not (idempotent, serialized by a lock of their own):
 	// a fresh installation (migration 025 left p_old and p_future only)
-	// gets today's partition before the first intake, and a worker that
+	// gets its day partitions within seconds (what is written before
+	// lands in p_future, and the split moves it), and a worker that
 	// starts while the lease's holder is stuck still makes sure of them.
-	// A failure is logged; the job tries again at its interval.
-	startCtx, cancel := context.WithTimeout(ctx, 2*scheduler.PartitionsLockWait+5*time.Second)
-	if _, err := partitions.RunOnce(startCtx); err != nil {
-		logger.Warn("worker: day partitions not created at start; the partitions job retries", "error", err)
-	}
-	cancel()
+	// Beside the other jobs, not before them: its DDL waits for the lock
+	// and for other sessions' transactions, and the worker's start must
+	// not. A failure is logged; the job tries again at its interval.
+	startDone := make(chan struct{})
+	go func() {
+		defer close(startDone)
+		startCtx, cancel := context.WithTimeout(ctx, 2*scheduler.PartitionsLockWait+5*time.Second)
+		defer cancel()
+		if _, err := partitions.RunOnce(startCtx); err != nil && ctx.Err() == nil {
+			logger.Warn("worker: day partitions not created at start; the partitions job retries", "error", err)
+		}
+	}()
 	fleet.Start()
 	local.Start()
 	return func() {
 		_ = fleet.Stop()
 		_ = local.Stop()
+		<-startDone
 		// Always: the last lease check may have failed on the shutdown's
 		// cancelled context, and deleting a lease we do not hold is a no-op.
 		_ = elector.Release(context.WithoutCancel(ctx))

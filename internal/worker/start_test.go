@@ -52,9 +52,12 @@ func TestFirstStartNamesNoSchedulerFailure(t *testing.T) {
 	st := testenv.Store(t, cfg)
 	today := time.Now().UTC().Truncate(24 * time.Hour)
 	for _, table := range store.DayPartitioned {
-		parts, err := st.DayPartitions(t.Context(), table)
-		require.NoError(t, err)
-		require.Len(t, parts, 2+8, table)
+		var parts []store.DayPartition
+		require.Eventually(t, func() bool {
+			var err error
+			parts, err = st.DayPartitions(t.Context(), table)
+			return err == nil && len(parts) == 2+8
+		}, 30*time.Second, 50*time.Millisecond, "%s: the day partitions made at start", table)
 		require.Equal(t, store.DayPartitionName(today), parts[1].Name, table)
 		require.Equal(t, store.DayPartitionName(today.AddDate(0, 0, 7)), parts[8].Name, table)
 	}
