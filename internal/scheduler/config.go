@@ -20,7 +20,6 @@ type Config struct {
 	OutboxRelay  outbox.RelayConfig `yaml:"outbox_relay"`
 	Stuck        StuckConfig        `yaml:"stuck"`
 	Retention    RetentionConfig    `yaml:"retention"`
-	Partitions   PartitionsConfig   `yaml:"partitions"`
 	Gauges       GaugesConfig       `yaml:"gauges"`
 	// Reconcile asks the platforms about orders nothing was heard of
 	// (internal/reconcile).
@@ -81,16 +80,6 @@ type RetentionConfig struct {
 	BatchSize int `yaml:"batch_size"`
 }
 
-// PartitionsConfig configures the creation of day partitions ahead of
-// time (callback_log, callback_attempt, outbox: migration 025).
-type PartitionsConfig struct {
-	// Interval between runs (and one at the worker's start). Default 1h.
-	Interval time.Duration `yaml:"interval"`
-	// DaysAhead: a partition exists for every UTC day from today through
-	// today + DaysAhead. Default 7; at least 2.
-	DaysAhead int `yaml:"days_ahead"`
-}
-
 // GaugesConfig configures the backlog gauges' refresh.
 type GaugesConfig struct {
 	// Interval between refreshes. Default 15s.
@@ -110,11 +99,6 @@ const (
 	RetentionMaxAgeDefault       = 30 * 24 * time.Hour
 	RetentionBatchDefault        = 500
 	GaugesIntervalDefault        = 15 * time.Second
-	PartitionsIntervalDefault    = time.Hour
-	PartitionsDaysAheadDefault   = 7
-	// PartitionsDaysAheadMin leaves a day's margin past tomorrow: a
-	// worker fleet down over a midnight still finds tomorrow's partition.
-	PartitionsDaysAheadMin = 2
 )
 
 // RetentionDeadLetterMaxAgeDefault, 90 days, is three times the longest
@@ -158,12 +142,6 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Gauges.Interval == 0 {
 		c.Gauges.Interval = GaugesIntervalDefault
-	}
-	if c.Partitions.Interval == 0 {
-		c.Partitions.Interval = PartitionsIntervalDefault
-	}
-	if c.Partitions.DaysAhead == 0 {
-		c.Partitions.DaysAhead = PartitionsDaysAheadDefault
 	}
 	return c
 }
@@ -218,12 +196,6 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("retention.dedupe_max_age: %s must be at least max_age (%s), or 0 to keep events", r.DedupeMaxAge, r.MaxAge))
 	} else if r.DedupeMaxAge > 0 && r.DedupeMaxAge < RetentionDedupeMinAge {
 		errs = append(errs, fmt.Errorf("retention.dedupe_max_age: %s must be at least %s, the longest platform retry window (Adyen's 30 days), or 0 to keep events", r.DedupeMaxAge, RetentionDedupeMinAge))
-	}
-	if c.Partitions.Interval < 0 {
-		errs = append(errs, errors.New("partitions.interval: must not be negative"))
-	}
-	if c.Partitions.DaysAhead != 0 && c.Partitions.DaysAhead < PartitionsDaysAheadMin {
-		errs = append(errs, fmt.Errorf("partitions.days_ahead: %d must be at least %d", c.Partitions.DaysAhead, PartitionsDaysAheadMin))
 	}
 	return errors.Join(errs...)
 }

@@ -1,7 +1,7 @@
 // Package scheduler runs the worker's periodic jobs on gocron: compensation
 // (announce due callbacks: retries and lost announcements), stuck (repair
-// impossible due times), retention (delete old SUCCESS/SENT rows),
-// partitions (create the day partitions ahead) and the backlog gauges. With several workers, the Elector (a MySQL lease) lets one
+// impossible due times), retention (delete old SUCCESS/SENT rows) and the
+// backlog gauges. With several workers, the Elector (a MySQL lease) lets one
 // instance run the jobs per tick; each job is still harmless when run twice
 // at once (rows are claimed with SKIP LOCKED or deleted idempotently).
 package scheduler

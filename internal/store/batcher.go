@@ -226,7 +226,7 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 
 	// Duplicates inside the batch: only the first of an event id is
 	// inserted; the others get its answer as duplicates. Event ids are
-	// compared byte for byte, as callback_event's primary key does.
+	// compared byte for byte, as the unique key does.
 	type key struct{ source, event string }
 	firsts := map[key]*pendingInsert{}
 	var unique []*pendingInsert

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,20 +21,19 @@ import (
 //
 // One transaction per batch:
 //
-//  1. the callback_log rows, as one multi-row INSERT: callback_log has
-//     no unique key on (source, event_id) (migration 025: a partitioned
-//     table's unique keys must hold its partitioning column), so every
-//     row is new;
-//  2. the events of the new rows into callback_event, in (source,
-//     event_id) order, leaving an event already there as it is, and
-//     learning each one's stored log_id (RETURNING on MariaDB; elsewhere
-//     a locking read-back): callback_event's primary key is the dedupe,
-//     and its lock serializes the requests of one event (the second waits
-//     for the first's transaction to end);
-//  3. a new row whose event already held another log_id is a duplicate
-//     (of a callback still stored, or of one whose payload retention
-//     deleted): its callback_log row is deleted again, and its request
-//     answered Duplicate with the stored log_id (never announced).
+//  1. the callback_log rows, as one multi-row INSERT whose duplicate
+//     clause leaves a stored row as it is: while callback_log keeps its
+//     unique key on (source, event_id), a duplicate whose row is still
+//     there is answered by it, and the key's lock serializes requests of
+//     one event;
+//  2. the events of the new rows into callback_event, leaving an event
+//     already there as it is, and learning each one's stored log_id
+//     (RETURNING on MariaDB; elsewhere an INSERT ... SELECT and a locking
+//     read-back);
+//  3. a new row whose event already held another log_id is a duplicate of
+//     a callback whose payload retention deleted: its callback_log row is
+//     deleted again, and its request answered Duplicate with the old
+//     log_id (never announced).
 //
 // The common case (no duplicate) is BEGIN, two INSERTs and a COMMIT with
 // RETURNING. A deadlock or lock wait timeout re-runs the whole
@@ -150,7 +148,7 @@ func intakeReturning(ctx context.Context, tx *sql.Tx, rows []*pendingInsert) (go
 	}
 	var fresh []*pendingInsert
 	args = args[:0]
-	for _, p := range eventOrder(rows) {
+	for _, p := range rows {
 		if p.res.ID != 0 && !p.res.Duplicate {
 			fresh = append(fresh, p)
 			args = append(args, p.row.Source, p.row.EventID, p.res.ID, receivedAt(p.row))
@@ -190,14 +188,10 @@ func intakeReturning(ctx context.Context, tx *sql.Tx, rows []*pendingInsert) (go
 }
 
 // intakeReadBack is the transaction's statements without RETURNING
-// (MySQL): the callback_log INSERT; our rows' ids, read back from the
-// first id it generated on (LAST_INSERT_ID) and told from other
-// transactions' rows by their trace id and received_at (p.mine: ids of
-// one statement need not be consecutive, innodb_autoinc_lock_mode 2);
-// their events in one INSERT, an event already there left as it is; and
-// a locking read-back of each event's log_id. No statement looks
-// callback_log up by (source, event_id): it has no unique key there
-// (migration 025). It returns how many rows the INSERT added and the new
+// (MySQL): the callback_log INSERT, then per source the events of the rows
+// now stored (INSERT ... SELECT, an event already there left as it is),
+// and a locking read-back of each event's log_id with the callback_log row
+// stored for it. It returns how many rows the INSERT added and the new
 // rows whose event was already there (to delete).
 func intakeReadBack(ctx context.Context, tx *sql.Tx, rows []*pendingInsert) (inserted int64, gone []int64, err error) {
 	args := make([]any, 0, len(rows)*insertArgCount)
@@ -211,113 +205,65 @@ func intakeReadBack(ctx context.Context, tx *sql.Tx, rows []*pendingInsert) (ins
 	if inserted, err = res.RowsAffected(); err != nil {
 		return 0, nil, err
 	}
-	first, err := res.LastInsertId()
-	if err != nil {
-		return 0, nil, err
-	}
-	byEvent := make(map[eventKey]*pendingInsert, len(rows))
-	args = append(args[:0], first)
-	for _, p := range rows {
-		byEvent[eventKey{p.row.Source, p.row.EventID}] = p
-		args = append(args, p.row.TraceID)
-	}
-	err = queryTx(ctx, tx, func(rs *sql.Rows) error {
-		for rs.Next() {
-			var (
-				id                     int64
-				source, event, traceID string
-				received               time.Time
-			)
-			if err := rs.Scan(&id, &source, &event, &traceID, &received); err != nil {
-				return err
-			}
-			if p := byEvent[eventKey{source, event}]; p != nil && p.res.ID == 0 && p.mine(traceID, received) {
-				p.res = InsertResult{ID: id}
-			}
-		}
-		return nil
-	}, `SELECT id, source, event_id, trace_id, received_at FROM callback_log WHERE id >= ? AND trace_id IN (?`+
-		strings.Repeat(", ?", len(rows)-1)+`)`, args...)
-	if err != nil {
-		return 0, nil, err
-	}
-	for _, p := range rows {
-		if p.res.ID == 0 {
-			return 0, nil, fmt.Errorf("%w: no row read back for %s %q", ErrUnaccounted, p.row.Source, p.row.EventID)
-		}
-	}
-	fresh := eventOrder(rows)
-	args = args[:0]
-	for _, p := range fresh {
-		args = append(args, p.row.Source, p.row.EventID, p.res.ID, receivedAt(p.row))
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO callback_event (source, event_id, log_id, received_at) VALUES (?, ?, ?, ?)`+
-		strings.Repeat(", (?, ?, ?, ?)", len(fresh)-1)+` ON DUPLICATE KEY UPDATE log_id = callback_event.log_id`, args...); err != nil {
-		return 0, nil, err
-	}
 	bySource := map[string][]*pendingInsert{}
 	var sources []string
-	for _, p := range fresh {
+	for _, p := range rows {
 		if bySource[p.row.Source] == nil {
 			sources = append(sources, p.row.Source)
 		}
 		bySource[p.row.Source] = append(bySource[p.row.Source], p)
 	}
-	// The events are locked already (the INSERT's); the read locks them
-	// again, by the primary key only: a scan of callback_event (the
-	// optimizer's choice on a small table) would wait for every event
-	// other transactions are writing.
 	for _, source := range sources {
 		ps := bySource[source]
+		in := "(?" + strings.Repeat(", ?", len(ps)-1) + ")"
 		args = append(args[:0], source)
+		byEvent := make(map[string]*pendingInsert, len(ps))
 		for _, p := range ps {
 			args = append(args, p.row.EventID)
+			byEvent[p.row.EventID] = p
 		}
-		stored := make(map[string]int64, len(ps))
+		if _, err := tx.ExecContext(ctx, `INSERT INTO callback_event (source, event_id, log_id, received_at)
+			SELECT source, event_id, id, received_at FROM callback_log WHERE source = ? AND event_id IN `+in+`
+			ON DUPLICATE KEY UPDATE log_id = callback_event.log_id`, args...); err != nil {
+			return 0, nil, err
+		}
 		err := queryTx(ctx, tx, func(rs *sql.Rows) error {
 			for rs.Next() {
 				var (
-					event string
-					logID int64
+					event    string
+					logID    int64
+					id       sql.NullInt64
+					traceID  sql.NullString
+					received sql.NullTime
 				)
-				if err := rs.Scan(&event, &logID); err != nil {
+				if err := rs.Scan(&event, &logID, &id, &traceID, &received); err != nil {
 					return err
 				}
-				stored[event] = logID
+				p := byEvent[event]
+				switch {
+				case p == nil:
+				case !id.Valid || id.Int64 == logID:
+					p.res = InsertResult{ID: logID, Duplicate: !id.Valid || !p.mine(traceID.String, received.Time)}
+				case p.mine(traceID.String, received.Time):
+					// Ours, but the event was there before it: a
+					// duplicate of a callback whose payload is gone.
+					gone = append(gone, id.Int64)
+					p.res = InsertResult{ID: logID, Duplicate: true}
+				default:
+					// A stored row the event names no longer (written
+					// by an older callgate): it answers, as it did.
+					p.res = InsertResult{ID: id.Int64, Duplicate: true}
+				}
 			}
 			return nil
-		}, `SELECT event_id, log_id FROM callback_event FORCE INDEX (PRIMARY) WHERE source = ? AND event_id IN (?`+
-			strings.Repeat(", ?", len(ps)-1)+`) FOR UPDATE`, args...)
+		}, `SELECT e.event_id, e.log_id, l.id, l.trace_id, l.received_at FROM callback_event e
+			LEFT JOIN callback_log l ON l.source = e.source AND l.event_id = e.event_id
+			WHERE e.source = ? AND e.event_id IN `+in+` FOR UPDATE`, args...)
 		if err != nil {
 			return 0, nil, err
 		}
-		for _, p := range ps {
-			logID, ok := stored[p.row.EventID]
-			if !ok {
-				return 0, nil, fmt.Errorf("%w: no event for %s %q", ErrUnaccounted, p.row.Source, p.row.EventID)
-			}
-			if logID != p.res.ID {
-				// Ours, but the event was there before it: a duplicate.
-				gone = append(gone, p.res.ID)
-				p.res = InsertResult{ID: logID, Duplicate: true}
-			}
-		}
 	}
 	return inserted, gone, nil
-}
-
-// eventOrder returns rows sorted by (source, event_id): every transaction
-// writes its events in that order, so that two batches sharing events
-// wait for each other rather than deadlock.
-func eventOrder(rows []*pendingInsert) []*pendingInsert {
-	out := slices.Clone(rows)
-	slices.SortFunc(out, func(a, b *pendingInsert) int {
-		if c := strings.Compare(a.row.Source, b.row.Source); c != 0 {
-			return c
-		}
-		return strings.Compare(a.row.EventID, b.row.EventID)
-	})
-	return out
 }
 
 // deleteLogs deletes the callback_log rows ids, new in this transaction.

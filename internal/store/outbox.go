@@ -72,7 +72,7 @@ func (s *Store) InsertOutboxTx(ctx context.Context, tx *Tx, rows []OutboxRow) er
 
 // markSent records the broker's confirm of the rows with these message
 // ids: SENT, sent_at, one more attempt. The fast path and the relay both
-// mark through it. By message_id (its key), never by status: an
+// mark through it. By message_id, the unique key, never by status: an
 // extra status condition makes MariaDB walk the (status, id) index over
 // every PENDING row instead.
 func markSent(q *gorm.DB, messageIDs []string) error {
@@ -125,7 +125,7 @@ func (s *Store) RecordOutboxFailureTx(ctx context.Context, tx *Tx, ids []int64, 
 func MessageIDPrefix(logID int64) string { return "cb" + strconv.FormatInt(logID, 10) + "." }
 
 // OutboxOf returns the rows callback logID produced (without payloads),
-// in order: its lineage, found by message_id prefix in its key.
+// in order: its lineage, found by message_id prefix in the unique key.
 func (s *Store) OutboxOf(ctx context.Context, logID int64) ([]OutboxRow, error) {
 	var rows []OutboxRow
 	err := s.q(ctx, nil).Omit("payload").Where("message_id LIKE ? AND callback_log_id = ?", MessageIDPrefix(logID)+"%", logID).

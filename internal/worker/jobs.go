@@ -43,7 +43,6 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 	stuck := &scheduler.Stuck{Store: st, Horizon: maxRetry + sc.Compensation.Threshold + time.Minute, BatchSize: sc.Stuck.BatchSize, Log: logger}
 	retention := &scheduler.Retention{Store: st, MaxAge: sc.Retention.MaxAge, DeadLetterMaxAge: sc.Retention.DeadLetterMaxAge,
 		DedupeMaxAge: sc.Retention.DedupeMaxAge, BatchSize: sc.Retention.BatchSize, Log: logger}
-	partitions := &scheduler.Partitions{Store: st, DaysAhead: sc.Partitions.DaysAhead, Log: logger}
 	replays := &replay.Runner{Store: st, Announcer: ann, Threshold: sc.Compensation.Threshold,
 		Rate: set.Replay.WithDefaults().Rate, Interval: sc.Compensation.Interval, Log: logger,
 		OnReplayed: func(n int) { m.Replayed.WithLabelValues("bulk").Add(float64(n)) }}
@@ -83,10 +82,6 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 			_, _, err := retention.RunOnce(ctx)
 			return err
 		}},
-		{Name: "partitions", Interval: sc.Partitions.Interval, Run: func(ctx context.Context) error {
-			_, err := partitions.RunOnce(ctx)
-			return err
-		}},
 	}, gocron.WithDistributedElector(elector))
 	if err != nil {
 		return nil, err
@@ -97,30 +92,11 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 	if err != nil {
 		return nil, err
 	}
-	// The day partitions once at start, on every worker whether it holds
-	// the lease or not (idempotent, serialized by a lock of their own):
-	// a fresh installation (migration 025 left p_old and p_future only)
-	// gets its day partitions within seconds (what is written before
-	// lands in p_future, and the split moves it), and a worker that
-	// starts while the lease's holder is stuck still makes sure of them.
-	// Beside the other jobs, not before them: its DDL waits for the lock
-	// and for other sessions' transactions, and the worker's start must
-	// not. A failure is logged; the job tries again at its interval.
-	startDone := make(chan struct{})
-	go func() {
-		defer close(startDone)
-		startCtx, cancel := context.WithTimeout(ctx, 2*scheduler.PartitionsLockWait+5*time.Second)
-		defer cancel()
-		if _, err := partitions.RunOnce(startCtx); err != nil && ctx.Err() == nil {
-			logger.Warn("worker: day partitions not created at start; the partitions job retries", "error", err)
-		}
-	}()
 	fleet.Start()
 	local.Start()
 	return func() {
 		_ = fleet.Stop()
 		_ = local.Stop()
-		<-startDone
 		// Always: the last lease check may have failed on the shutdown's
 		// cancelled context, and deleting a lease we do not hold is a no-op.
 		_ = elector.Release(context.WithoutCancel(ctx))

@@ -13,7 +13,6 @@ import (
 
 	"callgate/internal/kinds"
 	"callgate/internal/metrics"
-	"callgate/internal/store"
 	"callgate/internal/testenv"
 	"callgate/internal/worker"
 )
@@ -23,8 +22,7 @@ import (
 // the unrouted queue, skips that part quietly until the broker is
 // connected instead of logging "scheduler: job failed ... broker not
 // connected". Here the broker is away at start (a proxy that refuses),
-// then comes: no job failure is logged either way. The day partitions
-// are there once it has started.
+// then comes: no job failure is logged either way.
 func TestFirstStartNamesNoSchedulerFailure(t *testing.T) {
 	u, err := url.Parse(testenv.AMQPURL())
 	require.NoError(t, err)
@@ -47,20 +45,6 @@ func TestFirstStartNamesNoSchedulerFailure(t *testing.T) {
 	gaugeRuns := func() float64 { return testutil.ToFloat64(m.JobRuns.WithLabelValues("gauges")) }
 	require.Eventually(t, func() bool { return gaugeRuns() >= 1 && strings.Contains(logs.String(), "worker: started") },
 		10*time.Second, 10*time.Millisecond, "the gauges job ran while the broker was away")
-	// The day partitions were made at start (scheduler.partitions), the
-	// broker away or not: today through today + days_ahead.
-	st := testenv.Store(t, cfg)
-	today := time.Now().UTC().Truncate(24 * time.Hour)
-	for _, table := range store.DayPartitioned {
-		var parts []store.DayPartition
-		require.Eventually(t, func() bool {
-			var err error
-			parts, err = st.DayPartitions(t.Context(), table)
-			return err == nil && len(parts) == 2+8
-		}, 30*time.Second, 50*time.Millisecond, "%s: the day partitions made at start", table)
-		require.Equal(t, store.DayPartitionName(today), parts[1].Name, table)
-		require.Equal(t, store.DayPartitionName(today.AddDate(0, 0, 7)), parts[8].Name, table)
-	}
 	proxy.Up(t)
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), `"msg":"broker: connected"`) },
 		30*time.Second, 20*time.Millisecond, "the worker connected once the broker came")
