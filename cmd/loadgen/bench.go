@@ -137,6 +137,13 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 			return rep, err
 		}
 	}
+	if b.o.phases["cost"] {
+		c, err := b.cost(ctx)
+		rep.Cost = c
+		if err != nil {
+			return rep, err
+		}
+	}
 	rep.TotalSeconds = round(time.Since(b.started).Seconds(), 1)
 	return rep, nil
 }

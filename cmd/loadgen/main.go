@@ -15,6 +15,10 @@
 //     send time, backlog and processing lag;
 //  6. sweep: the highest open-loop rate at which the intake p99 stays within
 //     50 ms and the processing lag p99 within 2 s, both processes running.
+//  7. cost: a fixed number of callbacks through gateway and worker, and what
+//     each process, MariaDB (statements, redo, binlog, pages, tables) and
+//     RabbitMQ spent per callback (cost.go, docs/capacity.md). Not run
+//     unless named in -phases.
 //
 // Phases 2 and 3 are closed loops (N keep-alive clients); each verifies that
 // callback_log holds exactly one row per 200 and that the log ids announced
@@ -31,6 +35,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -85,9 +90,15 @@ type options struct {
 	keep        bool
 	strict      bool
 	cpuProfile  string
+	cost        costOptions
 }
 
-var allPhases = []string{"baseline", "per-request", "group", "drain", "open", "sweep"}
+// defaultPhases run unless -phases says otherwise; allPhases adds those
+// run only when named.
+var (
+	defaultPhases = []string{"baseline", "per-request", "group", "drain", "open", "sweep"}
+	allPhases     = append(slices.Clone(defaultPhases), "cost")
+)
 
 func main() {
 	os.Exit(run())
@@ -131,10 +142,11 @@ func run() int {
 	flag.IntVar(&o.announceBuf, "announce-buffer", 1000000, "amqp.announce_buffer of the closed-loop gateways (so every announcement can be verified); the open loop runs the shipped value")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "log.level of the gateway and worker")
 	flag.DurationVar(&o.reqTimeout, "timeout", 10*time.Second, "HTTP request timeout (a timed-out request counts as an error)")
-	flag.StringVar(&phases, "phases", strings.Join(allPhases, ","), "phases to run: "+strings.Join(allPhases, ","))
+	flag.StringVar(&phases, "phases", strings.Join(defaultPhases, ","), "phases to run, of: "+strings.Join(allPhases, ","))
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the gateway over the group-commit phase's measured window to this file (needs the gateway's http.pprof_addr)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the database, the queues and the logs")
 	flag.BoolVar(&o.serverSettings, "server-settings", true, "give MariaDB, for the run, the buffer pool and redo log scripts/services.sh configures when it installs it, if it has less (SET GLOBAL, restored at the end)")
+	o.cost.register()
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a project target is missed (correctness failures always exit 1)")
 	flag.Parse()
 	if flag.NArg() > 0 {

@@ -35,6 +35,9 @@ func printReport(w io.Writer, r *Report) {
 	if r.Sweep != nil {
 		printSweep(w, r.Sweep)
 	}
+	if r.Cost != nil {
+		printCost(w, r.Cost)
+	}
 	printResources(w, r)
 	printMariaDB(w, r)
 

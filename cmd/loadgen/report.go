@@ -78,6 +78,7 @@ type Report struct {
 	OpenLoop     *OpenLoop `json:"open_loop,omitempty"`
 	EndToEnd     *EndToEnd `json:"end_to_end,omitempty"`
 	Sweep        *Sweep    `json:"sweep,omitempty"`
+	Cost         *Cost     `json:"cost,omitempty"`
 	Ratios       Ratios    `json:"ratios"`
 	Targets      []Target  `json:"targets"`
 	Checks       []Target  `json:"correctness_checks"`
@@ -89,7 +90,7 @@ type Report struct {
 
 // ran reports whether any phase produced figures.
 func (r *Report) ran() bool {
-	return r.Baseline != nil || r.PerRequest != nil || r.Group != nil || len(r.Drains) > 0 || r.OpenLoop != nil || r.Sweep != nil
+	return r.Baseline != nil || r.PerRequest != nil || r.Group != nil || len(r.Drains) > 0 || r.OpenLoop != nil || r.Sweep != nil || r.Cost != nil
 }
 
 // drainBatch1 and drainDefault are the drains with worker.batch_size 1 and
@@ -247,6 +248,9 @@ func (r *Report) checks() {
 			got = strings.Join(bad, "; ")
 		}
 		add("sweep: one row per 200 and no callback FAILED, every step", ok, "every step", got)
+	}
+	if r.Cost != nil {
+		r.Checks = append(r.Checks, r.Cost.checks()...)
 	}
 	r.CorrectnessOK = true
 	for _, c := range r.Checks {
