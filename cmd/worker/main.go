@@ -96,7 +96,7 @@ func run(args []string, stderr io.Writer) int {
 				printErrors(stderr, "worker", err)
 				return 1
 			}
-			d = admincli.Defaults{URL: adminURL(cfg.HTTP), Token: cfg.Admin.Token}
+			d = admincli.Defaults{URL: adminURL(cfg.HTTP), Token: cfg.Admin.Token, DemoToken: cfg.Admin.Token == admin.DemoToken}
 		}
 		if d.Token == "" {
 			// What `make run` starts accepts it; another gateway refuses

@@ -146,6 +146,15 @@ func (t Tokens) Summary() string {
 	return strings.Join(parts, ",")
 }
 
+// AcceptDemo reports whether the demo token logs in: only in demo mode
+// (config.Validate refuses its secret otherwise), and only while no admin
+// token of the operator's own replaces it. The console's login page then
+// shows it.
+func (t Tokens) AcceptDemo() bool {
+	_, err := t.Authenticate(DemoToken)
+	return err == nil
+}
+
 // Enabled reports whether any token is configured.
 func (t Tokens) Enabled() bool { return len(t) > 0 }
 

@@ -22,6 +22,10 @@ type Service struct {
 	// Unrouted reports how many notifications wait in
 	// <prefix>.downstream.unrouted; nil or failing shows them as unknown.
 	Unrouted func() (int, error)
+	// UnroutedLimit is amqp.unrouted_max_length, the unrouted queue's
+	// bound (0: not known): past half of it the dashboard warns, as the
+	// alert CallgateDownstreamUnroutedNearLimit does.
+	UnroutedLimit int
 	// Replica reports, with mysql.durability: replica, whether a replica
 	// acknowledges the primary's commits; nil when durability is primary.
 	Replica func(ctx context.Context) error

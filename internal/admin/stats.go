@@ -22,6 +22,10 @@ type Stats struct {
 	// <prefix>.downstream.unrouted (published with a routing key no queue
 	// was bound for); null when the broker cannot tell (unreachable).
 	DownstreamUnrouted *int64 `json:"downstream_unrouted"`
+	// DownstreamUnroutedLimit is the unrouted queue's bound in messages
+	// (amqp.unrouted_max_length): at it RabbitMQ drops the oldest.
+	// Absent when not known.
+	DownstreamUnroutedLimit int64 `json:"downstream_unrouted_limit,omitempty"`
 	// MySQLReplica, with mysql.durability: replica, is "acknowledging"
 	// while a replica acknowledges the primary's commits, otherwise why
 	// not (callbacks are then answered 503); absent with durability
@@ -104,7 +108,7 @@ func (s *Service) Stats(ctx context.Context) (*Stats, error) {
 			p.Failed = n
 		}
 	}
-	st.DownstreamUnrouted = <-unrouted
+	st.DownstreamUnrouted, st.DownstreamUnroutedLimit = <-unrouted, int64(s.UnroutedLimit)
 	if s.Replica != nil {
 		state := ReplicaAcknowledging
 		if err := s.Replica(ctx); err != nil {

@@ -47,6 +47,19 @@ type Defaults struct {
 	DemoToken bool
 }
 
+// tokenHelp says where the admin token comes from, as ReplayWith takes
+// it: the environment first, else the defaults.
+func tokenHelp(d Defaults) string {
+	switch {
+	case d.DemoToken:
+		return "The admin token comes from " + EnvToken + ". Unset, the demo token " + d.Token +
+			" is sent: a gateway in demo mode (make run, CALLGATE_DEMO=1) without admin tokens of its own accepts it; any other refuses it."
+	case d.Token != "":
+		return "The admin token comes from " + EnvToken + ", else from the config file's admin.token."
+	}
+	return "The admin token comes from " + EnvToken + "."
+}
+
 // ReplayWith is Replay with defaults.
 func ReplayWith(ctx context.Context, d Defaults, args []string, stdout, stderr io.Writer) int {
 	if d.URL == "" {
@@ -73,7 +86,7 @@ func ReplayWith(ctx context.Context, d Defaults, args []string, stdout, stderr i
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: worker replay --id N --reason TEXT [--force]")
 		fmt.Fprintln(fs.Output(), "       worker replay [--status FAILED] [--source S] [--kind K] [--since T] [--until T] [--error-contains X] [--ids 1,2] --reason TEXT [--dry-run] [--confirm-large]")
-		fmt.Fprintln(fs.Output(), "The admin token comes from "+EnvToken+".")
+		fmt.Fprintln(fs.Output(), tokenHelp(d))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -54,6 +54,19 @@ type BatchHandler interface {
 	HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*Log, outs []Outbox) []error
 }
 
+// EventChecker is a Handler that reads every callback of its kind as one
+// canonical event (PaymentEvent, CarrierEvent). CheckEvent reads body with
+// the very function the handler reads a callback's event with, and says
+// why it could not: the intake calls it (through Registry.CheckEvent) on
+// the body of a configured JSON source before storing it, so that a field
+// of the wrong type is the sender's 400 rather than a FAILED callback.
+// It checks only that the body reads: what the event means (a status, a
+// field its type requires) stays the handler's to decide.
+type EventChecker interface {
+	Handler
+	CheckEvent(body []byte) error
+}
+
 // FailBatch sets every one of a batch's results to err and returns them: a
 // BatchHandler's answer when a statement for the whole batch failed.
 func FailBatch(errs []error, err error) []error {
@@ -215,6 +228,16 @@ func (r *Registry) Register(kind string, h Handler) {
 func (r *Registry) Handler(kind string) (Handler, bool) {
 	h, ok := r.handlers[kind]
 	return h, ok
+}
+
+// CheckEvent reports why kind's handler could not read body as its event;
+// nil when it could, or when the handler does not say (not an
+// EventChecker) or kind has none.
+func (r *Registry) CheckEvent(kind string, body []byte) error {
+	if c, ok := r.handlers[kind].(EventChecker); ok {
+		return c.CheckEvent(body)
+	}
+	return nil
 }
 
 // Kinds lists the registered kinds, sorted.

@@ -260,10 +260,17 @@ type loginView struct {
 	Next string
 	// SSO offers single sign-on; TokenForm the admin token form.
 	SSO, TokenForm bool
+	// DemoToken is the published demo admin token when it logs in (demo
+	// mode, `make run`): the page says so, as the gateway's log does.
+	DemoToken string
 }
 
 func (h *Console) loginView(next string) loginView {
-	return loginView{Next: next, SSO: h.SSO != nil, TokenForm: h.Tokens.Enabled() && (h.SSO == nil || !h.SSO.Only())}
+	v := loginView{Next: next, SSO: h.SSO != nil, TokenForm: h.Tokens.Enabled() && (h.SSO == nil || !h.SSO.Only())}
+	if v.TokenForm && h.Tokens.AcceptDemo() {
+		v.DemoToken = admin.DemoToken
+	}
+	return v
 }
 
 // login checks the token and starts the session.
@@ -291,8 +298,11 @@ func (h *Console) login(c *gin.Context) {
 		}
 		h.Limiter().Fail(admin.ClientAddr(c))
 		h.Log.WarnContext(c.Request.Context(), "admin: rejected page login", "remote", admin.ClientAddr(c))
-		h.render(c, http.StatusUnauthorized, "login", &view{Title: "Log in",
-			Error: "That token is not valid. Use an admin token (CALLGATE_ADMIN_TOKEN).", Page: h.loginView(next)})
+		msg := "That token is not valid. Use an admin token (CALLGATE_ADMIN_TOKEN)."
+		if v := h.loginView(next); v.DemoToken != "" {
+			msg = "That token is not valid. In demo mode, use the demo token shown below."
+		}
+		h.render(c, http.StatusUnauthorized, "login", &view{Title: "Log in", Error: msg, Page: h.loginView(next)})
 		return
 	}
 	h.openSession(c, who, next, "")

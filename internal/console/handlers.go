@@ -53,9 +53,14 @@ type dashboardView struct {
 	Totals   []countCell
 	Total    int64
 	Chart    chart
-	// Unrouted is Stats.DownstreamUnrouted, when UnroutedKnown.
-	Unrouted      int64
-	UnroutedKnown bool
+	// Unrouted is Stats.DownstreamUnrouted, when UnroutedKnown. It is
+	// information, not an alarm: a notification nobody subscribes to is
+	// parked, which is normal where a routing key has no subscriber (the
+	// demo has none). UnroutedNearLimit marks it past half the queue's
+	// bound, where the oldest are soon dropped.
+	Unrouted          int64
+	UnroutedKnown     bool
+	UnroutedNearLimit bool
 	// Replica is Stats.MySQLReplica, shown when ReplicaShown (durability
 	// replica); templates compare strings, not pointers.
 	Replica      string
@@ -82,6 +87,7 @@ func newDashboardView(st *admin.Stats) dashboardView {
 	}
 	if st.DownstreamUnrouted != nil {
 		d.Unrouted, d.UnroutedKnown = *st.DownstreamUnrouted, true
+		d.UnroutedNearLimit = st.DownstreamUnroutedLimit > 0 && 2*d.Unrouted > st.DownstreamUnroutedLimit
 	}
 	for _, dl := range st.DeadLettersDropped {
 		d.DeadLettersDropped += dl.Dropped

@@ -76,11 +76,13 @@ func disabledReason(t *testing.T, logs *testenv.SyncBuffer, source string) strin
 	return reasons[0]
 }
 
-func requireUnknown(t *testing.T, url, name string) {
+// requireNotEnabled: a disabled source answers 404 naming it as not
+// enabled.
+func requireNotEnabled(t *testing.T, url, name string) {
 	t.Helper()
 	a := testenv.PostRaw(t, url, name, []byte(`{}`), http.Header{"Content-Type": {"application/json"}})
 	require.Equal(t, http.StatusNotFound, a.Status, name)
-	require.JSONEq(t, `{"error":"unknown source"}`, string(a.Body), name)
+	require.JSONEq(t, `{"error":"source \"`+name+`\" is not enabled on this gateway"}`, string(a.Body), name)
 }
 
 // TestPresetSourcesWithoutKeysAreDisabled: the shipped configuration lists
@@ -100,7 +102,7 @@ func TestPresetSourcesWithoutKeysAreDisabled(t *testing.T) {
 	url, logs := startLogged(t, cfg)
 	require.Equal(t, strings.Join(disabled, ", "), disabledLine(t, logs)["sources"])
 	for _, name := range disabled {
-		requireUnknown(t, url, name)
+		requireNotEnabled(t, url, name)
 	}
 	a := testenv.PostRaw(t, url, "stripe", []byte(`{}`), http.Header{"Content-Type": {"application/json"}})
 	require.Equal(t, http.StatusUnauthorized, a.Status, "stripe is enabled: an unsigned request is refused, not unknown")
@@ -137,7 +139,7 @@ func TestPaymentPresetsNeedTheirMerchant(t *testing.T) {
 			require.Contains(t, strings.Split(line["sources"].(string), ", "), name)
 			require.Contains(t, disabledReason(t, logs, name), "platform.")
 			require.Contains(t, disabledReason(t, logs, name), "("+required[name]+") not set")
-			requireUnknown(t, url, name)
+			requireNotEnabled(t, url, name)
 
 			t.Setenv(required[name], env[required[name]])
 			url, logs = startLogged(t, testenv.Config(t))
@@ -232,11 +234,11 @@ func TestReadyzLogsOncePerChange(t *testing.T) {
 }
 
 // TestDisabledSourceRequestNamesTheReason: a request to a disabled source
-// is answered exactly as one to an unknown source (404, "unknown
-// source"), and logged with why the source is disabled and the request's
-// trace id, once: the next requests within the minute are not logged (the
-// log is not a caller's to fill), and a source no config names is logged
-// as today.
+// is answered 404 "not enabled on this gateway", never with why, and
+// logged with why the source is disabled and the request's trace id,
+// once: the next requests within the minute are not logged (the log is
+// not a caller's to fill), and a source no config names is logged as
+// today.
 func TestDisabledSourceRequestNamesTheReason(t *testing.T) {
 	cfg := testenv.Config(t)
 	url, logs := startLogged(t, cfg)
@@ -245,7 +247,7 @@ func TestDisabledSourceRequestNamesTheReason(t *testing.T) {
 	for i := range 3 {
 		a := testenv.PostRaw(t, url, "stripe", []byte(`{}`), http.Header{"Content-Type": {"application/json"}})
 		require.Equal(t, http.StatusNotFound, a.Status)
-		require.JSONEq(t, `{"error":"unknown source"}`, string(a.Body), "the caller learns nothing of the config")
+		require.JSONEq(t, `{"error":"source \"stripe\" is not enabled on this gateway"}`, string(a.Body), "the caller is not told why")
 		if i == 0 {
 			first = a
 		}
@@ -253,7 +255,7 @@ func TestDisabledSourceRequestNamesTheReason(t *testing.T) {
 	var lines []map[string]any
 	for _, l := range strings.Split(logs.String(), "\n") {
 		var line map[string]any
-		if json.Unmarshal([]byte(l), &line) == nil && line["msg"] == "intake: request to a disabled source (answered 404 unknown source)" {
+		if json.Unmarshal([]byte(l), &line) == nil && line["msg"] == "intake: request to a disabled source (answered 404 not enabled)" {
 			lines = append(lines, line)
 		}
 	}

@@ -1,6 +1,7 @@
 package intake
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -40,10 +41,12 @@ func (d *disabledLog) take(source string, now time.Time) (log bool, skipped int)
 	return true, skipped
 }
 
-// refuseDisabled answers a request to a disabled source exactly as one to
-// an unknown source (404, "unknown source": a caller learns nothing of the
-// config), and logs why the source is disabled, at most once per source
-// per DisabledLogEvery, with the request's trace id.
+// refuseDisabled answers a request to a disabled source 404, naming it as
+// not enabled (a platform pointed at a gateway that lacks its keys learns
+// which mistake it is; why naming it is acceptable: docs/security.md,
+// "What a 404 tells"), and logs why the source is disabled, which the
+// caller is not told, at most once per source per DisabledLogEvery, with
+// the request's trace id.
 func (h *Handler) refuseDisabled(c *gin.Context, source, reason string) {
 	now := time.Now()
 	if h.Now != nil {
@@ -55,7 +58,13 @@ func (h *Handler) refuseDisabled(c *gin.Context, source, reason string) {
 			// Requests to this source since its last line, not logged.
 			attrs = append(attrs, "not_logged", skipped)
 		}
-		h.Log.WarnContext(c.Request.Context(), "intake: request to a disabled source (answered 404 unknown source)", attrs...)
+		h.Log.WarnContext(c.Request.Context(), "intake: request to a disabled source (answered 404 not enabled)", attrs...)
 	}
-	WriteError(c, http.StatusNotFound, reasonUnknownSource)
+	WriteError(c, http.StatusNotFound, notEnabled(source))
+}
+
+// notEnabled is the answer to a request for a disabled source; source is
+// a name from the config.
+func notEnabled(source string) string {
+	return fmt.Sprintf("source %q is not enabled on this gateway", source)
 }

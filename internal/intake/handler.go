@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -28,15 +29,25 @@ type Inserter interface {
 	InsertCallback(ctx context.Context, l *callback.Log) (store.InsertResult, error)
 }
 
+// EventChecker says why the worker's handler of kind could not read body
+// as its event (callback.Registry.CheckEvent).
+type EventChecker interface {
+	CheckEvent(kind string, body []byte) error
+}
+
 // Handler serves POST /callbacks/:source.
 type Handler struct {
 	Sources map[string]*Source
-	// Disabled are the configured sources left out (they answer 404 as
-	// unknown), with why (NewSources); a request to one is logged with
-	// the reason, at most once a minute per source.
+	// Disabled are the configured sources left out (they answer 404 "not
+	// enabled on this gateway"), with why (NewSources); a request to one
+	// is logged with the reason, at most once a minute per source.
 	Disabled map[string]string
 	Store    Inserter
-	Log      *slog.Logger
+	// Events reads a configured JSON source's body as its kind's handler
+	// will, before it is stored: a field of the wrong type is a 400
+	// naming it. Nil: not checked (the worker fails such a callback).
+	Events EventChecker
+	Log    *slog.Logger
 	// StoreTimeout bounds the INSERT; past it the platform gets a 503.
 	StoreTimeout time.Duration
 	// ReannounceAfter sets next_attempt_at: if no worker has processed the
@@ -54,7 +65,6 @@ type Handler struct {
 
 // Error reasons a caller sees. They name the problem, never internals.
 const (
-	reasonUnknownSource = "unknown source"
 	reasonTooLarge      = "body exceeds the size limit of this source"
 	reasonUnreadable    = "could not read the request body"
 	reasonUnavailable   = "storage temporarily unavailable, please retry"
@@ -82,7 +92,7 @@ func (h *Handler) Callback(c *gin.Context) {
 			h.refuseDisabled(c, c.Param("source"), why)
 			return
 		}
-		h.refuse(c, nil, http.StatusNotFound, reasonUnknownSource, nil)
+		h.refuse(c, nil, http.StatusNotFound, unknownSource(c.Param("source")), nil)
 		return
 	}
 	// Cheap refusals first: no body read, no HMAC, no database.
@@ -150,6 +160,14 @@ func (h *Handler) Callback(c *gin.Context) {
 		h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
 		return
 	}
+	// Types as well as presence: a field the handler could never read is
+	// the sender's mistake, told now rather than FAILED later.
+	if h.Events != nil {
+		if err := h.Events.CheckEvent(src.Config.Kind, body); err != nil {
+			h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
+			return
+		}
+	}
 
 	row := h.newRow(c, src, eventID, key, body, now)
 	sctx, cancel := context.WithTimeout(ctx, h.StoreTimeout)
@@ -164,6 +182,14 @@ func (h *Handler) Callback(c *gin.Context) {
 	// announces it).
 	c.Set(ctxDuplicate, res.Duplicate)
 	h.succeed(c, src, res, eventID)
+}
+
+// unknownSource is the answer to a request for a source no config names.
+// It names what the request asked for (shortened, quoted): a sender who
+// mistyped the URL sees what the gateway read. It is the request's own
+// text, in a JSON string, and tells nothing of the config.
+func unknownSource(name string) string {
+	return fmt.Sprintf("unknown source %q", callback.Truncate(name, 64))
 }
 
 // storeFailed answers 503 for an insert that did not count as accepted:

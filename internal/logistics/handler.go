@@ -42,7 +42,10 @@ type Payload = callback.CarrierEvent
 // Handler processes logistics callbacks.
 type Handler struct{}
 
-var _ callback.BatchHandler = Handler{}
+var (
+	_ callback.BatchHandler = Handler{}
+	_ callback.EventChecker = Handler{}
+)
 
 // upsertShipmentUpdate moves status and last_seq only forward: a late
 // event with a lower seq is recorded but never moves the status
@@ -164,8 +167,8 @@ func (Handler) HandleBatch(ctx context.Context, tx *gorm.DB, cbs []*callback.Log
 
 // event decodes and checks a callback's carrier event.
 func event(cb *callback.Log) (Payload, error) {
-	var p Payload
-	if err := callback.DecodePayload(cb.Event(), &p); err != nil {
+	p, err := decode(cb.Event())
+	if err != nil {
 		return p, err
 	}
 	if p.WaybillNo == "" {
@@ -178,6 +181,22 @@ func event(cb *callback.Log) (Payload, error) {
 		p.OccurredAt = cb.ReceivedAt
 	}
 	return p, nil
+}
+
+// decode reads body as the canonical carrier event: the one reading of a
+// carrier's body, by the worker (event) and, before a configured source's
+// body is stored, by the intake (Handler.CheckEvent).
+func decode(body []byte) (Payload, error) {
+	var p Payload
+	err := callback.DecodePayload(body, &p)
+	return p, err
+}
+
+// CheckEvent implements callback.EventChecker: whether body reads as a
+// carrier event, as the worker will read it (decode).
+func (Handler) CheckEvent(body []byte) error {
+	_, err := decode(body)
+	return err
 }
 
 type eventKey struct {

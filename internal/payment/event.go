@@ -16,8 +16,8 @@ type Payload = callback.PaymentEvent
 // read fails for good; one a preset marked as having no business effect is
 // a NoEffect.
 func event(cb *callback.Log) (Payload, error) {
-	var p Payload
-	if err := callback.DecodePayload(cb.Event(), &p); err != nil {
+	p, err := decode(cb.Event())
+	if err != nil {
 		return p, err
 	}
 	if p.Ignored != "" {
@@ -30,6 +30,23 @@ func event(cb *callback.Log) (Payload, error) {
 		return p, callback.Permanentf("invalid payload: %w", err)
 	}
 	return p, nil
+}
+
+// decode reads body as the canonical event: the one reading of a payment's
+// body, by the worker (event) and, before a configured source's body is
+// stored, by the intake (Handler.CheckEvent).
+func decode(body []byte) (Payload, error) {
+	var p Payload
+	err := callback.DecodePayload(body, &p)
+	return p, err
+}
+
+// CheckEvent implements callback.EventChecker: whether body reads as a
+// payment event, as the worker will read it (decode); what it says is
+// checked when it runs.
+func (Handler) CheckEvent(body []byte) error {
+	_, err := decode(body)
+	return err
 }
 
 // Validate reports what makes a canonical payment-kind event unusable (nil

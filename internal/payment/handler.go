@@ -32,7 +32,10 @@ type Handler struct {
 	Now func() time.Time
 }
 
-var _ callback.BatchHandler = Handler{}
+var (
+	_ callback.BatchHandler = Handler{}
+	_ callback.EventChecker = Handler{}
+)
 
 // OrderGraceDefault is worker.order_grace's default.
 const OrderGraceDefault = 10 * time.Minute

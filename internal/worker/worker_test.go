@@ -256,11 +256,17 @@ func TestPermanentFailuresAndPoison(t *testing.T) {
 	}{
 		{"order not found", e.pay(t, "ORD-NOPE", 1000, "PAY-P1"), "order not found"},
 		{"payload that can never parse", func() int64 {
+			// The intake refuses it now (a 400 naming the field); a row
+			// stored before it did is still the worker's to fail.
 			body := []byte(`{"orderCode":"` + orders[2] + `","paymentNo":"PAY-P5","amount":"lots"}`)
 			a := testenv.Post(t, e.gw.URL, "paydemo", body, testenv.PaydemoHeaders(t, e.cfg, "msg_p5", time.Now(), body))
-			require.Equal(t, http.StatusOK, a.Status)
-			return a.LogID
-		}(), "invalid payload"},
+			require.Equal(t, http.StatusBadRequest, a.Status)
+			res, err := e.st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: "msg_p5",
+				BusinessKey: orders[2], Payload: body, ReceivedAt: time.Now()})
+			require.NoError(t, err)
+			testenv.Publish(t, e.cfg, "payment", fmt.Sprintf(`{"log_id":%d}`, res.ID))
+			return res.ID
+		}(), `invalid payload: field "amount": want an integer, got a string`},
 		{"handler panic", e.ship(t, "WB-BOOM", "BOOM", 1, "PICKED_UP"), "handler panic: carrier sent something we never expected"},
 	}
 	for _, tc := range cases {
