@@ -32,10 +32,12 @@
 # (default: the order created last).
 #
 # Every mistake is one line, before anything is written: a wrong argument,
-# a secret that is not one, a database it cannot read. A callback the
-# gateway refuses (a wrong PAYDEMO_SECRET: 401) leaves nothing behind (the
-# order created for it is removed). DEMO_WAIT (default 15) is how many
-# seconds to wait for the outcome.
+# a secret that is not one, a database it cannot read. A payment the
+# gateway did not accept leaves nothing behind: the order created for it
+# is removed whether the gateway refused it (a wrong PAYDEMO_SECRET: 401),
+# could not be reached (not running, CALLGATE_URL naming another) or the
+# script stopped before the answer (Ctrl-C). DEMO_WAIT (default 15) is how
+# many seconds to wait for the outcome.
 #
 # Uses the documented demo secrets unless PAYDEMO_SECRET / SHIPDEMO_SECRET
 # are set, and the gateway at CALLGATE_URL (default http://127.0.0.1:8080).
@@ -45,9 +47,24 @@ url=${CALLGATE_URL:-http://127.0.0.1:8080}
 source=${1:-paydemo}
 wait_s=${DEMO_WAIT:-15}
 use_db=${DEMO_CREATE_ORDER:-1}
-created= # the order this run created, removed again if the gateway refuses
+created=  # the order this run created, removed again unless its payment is accepted
+accepted= # set once the gateway answered 200
 
 fail() { echo "demo: $*" >&2; exit 2; }
+
+# remove_order removes the order this run created while its payment is not
+# accepted; it runs at every exit, after an answer other than 200, a
+# gateway that could not be reached, or an interrupt. Only an order still
+# as created (unpaid, no payment) is removed.
+remove_order() {
+  if [ -z "$created" ] || [ -n "$accepted" ]; then return; fi
+  local order=$created
+  created=
+  if sql "DELETE FROM orders WHERE order_code = '$order' AND payment_status = 'UNPAID' AND payment_no IS NULL"; then
+    echo "demo: removed the order $order created for this payment" >&2
+  fi
+}
+trap remove_order EXIT
 
 # sql runs one statement on the gateway's database (tab-separated rows).
 sql() {
@@ -105,21 +122,23 @@ sent_before() {
 }
 
 # post posts body to source $1 with the extra curl arguments, prints the
-# answer, and exits on a refusal (undoing the order this run created).
+# answer, and exits when it is not accepted (undoing the order this run
+# created, remove_order).
 post() {
   local src=$1 answer code
   shift
-  answer=$(curl -sS -w '\n%{http_code}' -X POST "$url/callbacks/$src" -H 'Content-Type: application/json' "$@" --data-binary "$body") ||
+  if ! answer=$(curl -sS -w '\n%{http_code}' -X POST "$url/callbacks/$src" -H 'Content-Type: application/json' "$@" --data-binary "$body"); then
+    remove_order
     fail "cannot reach the gateway at $url (is make run running? CALLGATE_URL names another)"
+  fi
   code=${answer##*$'\n'}
   answer=${answer%$'\n'*}
   echo "$answer"
   echo "HTTP $code"
-  if [ "$code" != 200 ]; then
-    if [ -n "$created" ]; then
-      sql "DELETE FROM orders WHERE order_code = '$created' AND payment_status = 'UNPAID' AND payment_no IS NULL"
-      echo "demo: removed the order $created created for this payment" >&2
-    fi
+  if [ "$code" = 200 ]; then
+    accepted=1
+  else
+    remove_order
     case $code in
     401) echo "demo: the gateway refused the signature: ${secret_name} is not $src's secret on this gateway" >&2 ;;
     404) echo "demo: the gateway does not serve $src (not in demo mode? make run sets CALLGATE_DEMO=1; its log says why a source is disabled)" >&2 ;;

@@ -118,6 +118,11 @@ func TestDemoCallbackMistakesWriteNothing(t *testing.T) {
 			"demo: cannot read the orders of database no_such_db_callgate on 127.0.0.1:3306"},
 		{"a gateway that is not there", []string{"shipdemo"}, []string{"CALLGATE_URL=http://127.0.0.1:1"}, 2,
 			"demo: cannot reach the gateway at http://127.0.0.1:1"},
+		// The order created for the payment is removed whenever the
+		// payment was not accepted, here because the gateway is down
+		// (it was left behind, though removed after a 401).
+		{"a payment to a gateway that is not there", []string{"paydemo", "ORD-9"}, []string{"CALLGATE_URL=http://127.0.0.1:1"}, 2,
+			"demo: removed the order ORD-9 created for this payment\ndemo: cannot reach the gateway at http://127.0.0.1:1"},
 	} {
 		code, out := d.exec(c.args, c.env)
 		require.Equal(t, c.code, code, "%s: exit status\n%s", c.name, out)

@@ -7,6 +7,7 @@ package scripts
 import (
 	"database/sql"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -88,6 +89,31 @@ func TestRunStopsGracefully(t *testing.T) {
 	}
 }
 
+// TestRunStartsTheWorkerFirst: `make run` on a machine where something
+// else holds the worker's metrics port (9090 is Prometheus's own) used to
+// print the gateway's "listening" and its console banner, then lose the
+// worker. Now the worker starts first: when it cannot, the gateway is not
+// started (no "listening", no banner), and run.sh's last line says why,
+// with the setting and the variable that move the port.
+func TestRunStartsTheWorkerFirst(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	addr := taken.Addr().String()
+
+	r := startRun(t, buildBinaries(t), "CALLGATE_WORKER_METRICS_ADDR="+addr)
+	code := r.wait(t, time.Minute)
+	out := r.output(t)
+	require.Equal(t, 1, code, "run.sh exit status\n%s", out)
+	require.NotContains(t, out, "gateway: listening", "the gateway was started")
+	require.NotContains(t, out, "the console is at", "the console banner was printed")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Equal(t, "callgate: the worker did not start (status 1), so neither did the gateway: "+
+		"worker: CALLGATE_WORKER_METRICS_ADDR: worker.metrics_addr: listen "+addr+": address already in use; "+
+		"set worker.metrics_addr (or CALLGATE_WORKER_METRICS_ADDR) to a free address", lines[len(lines)-1], "the last line")
+}
+
 // buildBinaries builds the gateway and the worker into dir/bin, where
 // run.sh looks for them, and returns dir.
 func buildBinaries(t *testing.T) string {
@@ -152,8 +178,9 @@ type run struct {
 }
 
 // startRun starts scripts/run.sh from dir on a fresh database and prefix,
-// in a new process group, logging to a file.
-func startRun(t *testing.T, dir string) *run {
+// in a new process group, logging to a file; env is added to its
+// environment (and wins).
+func startRun(t *testing.T, dir string, env ...string) *run {
 	t.Helper()
 	cfg := testenv.Config(t)
 	db, err := sql.Open("mysql", cfg.MySQL.DSN)
@@ -179,6 +206,7 @@ func startRun(t *testing.T, dir string) *run {
 		"CALLGATE_WORKER_METRICS_ADDR=127.0.0.1:0",
 		"CALLGATE_DEMO=1", // as make run sets it
 	)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, cmd.Start())

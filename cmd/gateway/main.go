@@ -1,7 +1,12 @@
 // Command gateway receives callbacks from platforms over HTTP.
 //
 //	gateway [-config PATH] [serve]   serve HTTP (default)
-//	gateway [-config PATH] migrate   apply the database migrations and exit
+//	gateway [-config PATH] migrate [--create]
+//	                                 apply the database migrations and exit;
+//	                                 --create first creates the database
+//	                                 mysql.dsn names if it does not exist
+//	                                 (without it, a missing database is an
+//	                                 error: a mistyped name is not created)
 //
 // -config may also follow the subcommand (gateway migrate -config PATH);
 // any other argument is refused with the usage line (exit status 2).
@@ -31,15 +36,19 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
-const usage = "usage: gateway [-config PATH] [serve|migrate] [-config PATH]"
+const usage = "usage: gateway [-config PATH] [serve|migrate [--create]] [-config PATH]"
 
 func run(args []string, stderr io.Writer) int {
 	path := config.PathFromEnv()
+	create := false
 	// The flags are read before the subcommand and again after it.
 	parse := func(name string, args []string) ([]string, bool) {
 		fs := flag.NewFlagSet(name, flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		fs.StringVar(&path, "config", path, "config file (env "+config.EnvConfigPath+")")
+		if name == "gateway migrate" {
+			fs.BoolVar(&create, "create", false, "create the database mysql.dsn names when it does not exist")
+		}
 		fs.Usage = func() {
 			fmt.Fprintln(stderr, usage)
 			fs.PrintDefaults()
@@ -80,7 +89,11 @@ func run(args []string, stderr io.Writer) int {
 	store.SetDriverLogger(log)
 
 	if cmd == "migrate" {
-		v, err := store.Migrate(cfg.MySQL.DSN, cfg.MySQL.DialTimeout)
+		migrate := store.Migrate
+		if create {
+			migrate = store.CreateAndMigrate
+		}
+		v, err := migrate(cfg.MySQL.DSN, cfg.MySQL.DialTimeout)
 		if ae := store.AsAccessError(err, cfg.MySQL.DSN); ae != nil {
 			return startFailed(log, path, ae)
 		}

@@ -136,20 +136,35 @@ func TestBinaryErrorsSayWhatIsWrong(t *testing.T) {
 		require.Equal(t, 1, code, stderr)
 		require.Equal(t, fmt.Sprintf("gateway: %s: line %d: mysql.dsn: invalid DSN: missing the slash separating the database name\n", broken, line), stderr)
 	})
-	for _, args := range [][]string{{"migrate", "-verbose"}, {"migrate", "now"}, {"serve", "-config"}, {"launch"}} {
+	for _, args := range [][]string{{"migrate", "-verbose"}, {"migrate", "now"}, {"serve", "-config"}, {"launch"}, {"serve", "--create"}} {
 		t.Run("usage "+strings.Join(args, " "), func(t *testing.T) {
 			code, _, stderr := testenv.Exec(t, bin, env, args...)
 			require.Equal(t, 2, code, stderr)
-			require.Contains(t, stderr, "usage: gateway [-config PATH] [serve|migrate] [-config PATH]")
+			require.Contains(t, stderr, "usage: gateway [-config PATH] [serve|migrate [--create]] [-config PATH]")
 		})
 	}
 	require.Zero(t, tables(), "nothing written")
 
+	// The database does not exist (a typo in its name looks the same):
+	// migrate says so, naming the setting and where its value came from,
+	// and creates nothing; --create creates it.
+	shipped := filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml")
+	code, _, stderr := testenv.Exec(t, bin, env, "migrate", "-config", shipped)
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, `gateway: CALLGATE_MYSQL_DSN: mysql.dsn: database \"`+c.DBName+`\" does not exist (MySQL at `+c.Addr+`): `+
+		"fix the name, or create it with `gateway migrate --create`")
+	require.NotContains(t, stderr, "schema up to date")
+	var schemas int
+	require.NoError(t, root.QueryRow("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", c.DBName).Scan(&schemas))
+	require.Zero(t, schemas, "the database was created without --create")
+
 	// The same database, the shipped config named after migrate: applied.
-	code, _, stderr := testenv.Exec(t, bin, env, "migrate", "-config", filepath.Join(testenv.RepoRoot(), "configs", "callgate.yaml"))
+	code, _, stderr = testenv.Exec(t, bin, env, "migrate", "-config", shipped, "--create")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stderr, "schema up to date")
 	require.NotZero(t, tables())
+	code, _, stderr = testenv.Exec(t, bin, env, "migrate", "-config", shipped)
+	require.Equal(t, 0, code, "an existing database needs no --create: %s", stderr)
 }
 
 // TestBinaryStartNamesTheRefusedSetting builds the gateway and starts it
@@ -195,11 +210,20 @@ func TestBinaryStartNamesTheRefusedSetting(t *testing.T) {
 		{"MySQL wrong password", env("CALLGATE_MYSQL_DSN", wrongPassword.FormatDSN()),
 			[]string{`gateway: CALLGATE_MYSQL_DSN: mysql.dsn: MySQL at ` + c.Addr + ` refused user \"` + c.User + `\": wrong user or password`}},
 		{"MySQL unknown database", env("CALLGATE_MYSQL_DSN", unknownDB.FormatDSN()),
-			[]string{`gateway: CALLGATE_MYSQL_DSN: mysql.dsn: MySQL at ` + c.Addr + ` has no database \"` + unknownDB.DBName + `\"`}},
+			[]string{`gateway: CALLGATE_MYSQL_DSN: mysql.dsn: database \"` + unknownDB.DBName + `\" does not exist (MySQL at ` + c.Addr + `)`}},
 		{"AMQP wrong password", env("CALLGATE_AMQP_URL", wrongAMQP),
 			[]string{`gateway: CALLGATE_AMQP_URL: amqp.url: RabbitMQ at `, `refused user \"guest\": wrong user or password`}},
 		{"address in use", env("CALLGATE_HTTP_ADDR", taken.Addr().String()),
-			[]string{`gateway: CALLGATE_HTTP_ADDR: http.addr: listen ` + taken.Addr().String() + `: address already in use`}},
+			[]string{`gateway: CALLGATE_HTTP_ADDR: http.addr: listen ` + taken.Addr().String() +
+				`: address already in use; set http.addr (or CALLGATE_HTTP_ADDR) to a free address`}},
+		// Every listener is moved by a variable, and an address in use
+		// names it.
+		{"admin address in use", env("CALLGATE_HTTP_ADMIN_ADDR", taken.Addr().String()),
+			[]string{`gateway: CALLGATE_HTTP_ADMIN_ADDR: http.admin_addr: listen ` + taken.Addr().String() +
+				`: address already in use; set http.admin_addr (or CALLGATE_HTTP_ADMIN_ADDR) to a free address`}},
+		{"profiler address in use", env("CALLGATE_HTTP_PPROF_ADDR", taken.Addr().String()),
+			[]string{`gateway: CALLGATE_HTTP_PPROF_ADDR: http.pprof_addr: listen ` + taken.Addr().String() +
+				`: address already in use; set http.pprof_addr (or CALLGATE_HTTP_PPROF_ADDR) to a free address`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := testenv.Exec(t, bin, tc.env, "-config", shipped)

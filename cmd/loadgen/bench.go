@@ -175,7 +175,7 @@ func (b *bench) setup(ctx context.Context, rep *Report) error {
 	rep.Settings.WorkerBatchSize = b.batchSize
 
 	b.logf("database %s, AMQP prefix %s, logs in %s", b.dbName, b.prefix, b.dir)
-	if _, err := store.Migrate(b.dsn, 2*time.Second); err != nil {
+	if _, err := store.CreateAndMigrate(b.dsn, 2*time.Second); err != nil {
 		return fmt.Errorf("creating the benchmark database: %w", err)
 	}
 	b.createdDB = true

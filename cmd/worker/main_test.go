@@ -145,12 +145,15 @@ func TestBinaryStartNamesTheRefusedSetting(t *testing.T) {
 		{"MySQL wrong password", env(wrongPassword.FormatDSN(), cfg.AMQP.URL),
 			[]string{`worker: CALLGATE_MYSQL_DSN: mysql.dsn: MySQL at ` + c.Addr + ` refused user \"` + c.User + `\": wrong user or password`}},
 		{"MySQL unknown database", env(unknownDB.FormatDSN(), cfg.AMQP.URL),
-			[]string{`worker: CALLGATE_MYSQL_DSN: mysql.dsn: MySQL at ` + c.Addr + ` has no database \"` + unknownDB.DBName + `\"`}},
+			[]string{`worker: CALLGATE_MYSQL_DSN: mysql.dsn: database \"` + unknownDB.DBName + `\" does not exist (MySQL at ` + c.Addr + `)`}},
 		{"AMQP wrong password", env(cfg.MySQL.DSN, wrongAMQP),
 			[]string{`worker: CALLGATE_AMQP_URL: amqp.url: RabbitMQ at `, `refused user \"guest\": wrong user or password`}},
 		{"metrics address in use", env(cfg.MySQL.DSN, cfg.AMQP.URL, "CALLGATE_WORKER_METRICS_ADDR="+taken.Addr().String()),
 			[]string{`worker: CALLGATE_WORKER_METRICS_ADDR: worker.metrics_addr: listen ` + taken.Addr().String() +
 				`: address already in use; set worker.metrics_addr (or CALLGATE_WORKER_METRICS_ADDR) to a free address`}},
+		{"profiler address in use", env(cfg.MySQL.DSN, cfg.AMQP.URL, "CALLGATE_WORKER_PPROF_ADDR="+taken.Addr().String()),
+			[]string{`worker: CALLGATE_WORKER_PPROF_ADDR: worker.pprof_addr: listen ` + taken.Addr().String() +
+				`: address already in use; set worker.pprof_addr (or CALLGATE_WORKER_PPROF_ADDR) to a free address`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := testenv.Exec(t, bin, tc.env, "-config", cfgPath)

@@ -56,7 +56,7 @@ type HTTP struct {
 	// AdminAddr, when set (e.g. "127.0.0.1:9091"), serves /admin/ (page
 	// and API) and /metrics on their own listener, and Addr then serves
 	// only POST /callbacks/:source, /healthz and /readyz. Default "": all
-	// on Addr.
+	// on Addr. Env CALLGATE_HTTP_ADMIN_ADDR.
 	AdminAddr string `yaml:"admin_addr"`
 	// ShutdownTimeout bounds how long in-flight requests may finish after
 	// SIGTERM. Default 10s.
@@ -75,6 +75,7 @@ type HTTP struct {
 	TLSKeyFile  string `yaml:"tls_key_file"`
 	// PprofAddr serves net/http/pprof on a separate listener (for
 	// profiling, e.g. "127.0.0.1:6060"). Default "": off. Never expose it.
+	// Env CALLGATE_HTTP_PPROF_ADDR.
 	PprofAddr string `yaml:"pprof_addr"`
 }
 

@@ -35,6 +35,8 @@ var envOverrides = []struct {
 	{"CALLGATE_AMQP_URLS", "amqp.urls", func(c *Config, v string) { c.AMQP.URL, c.AMQP.URLs = "", splitList(v) }, false},
 	{"CALLGATE_AMQP_PREFIX", "amqp.prefix", func(c *Config, v string) { c.AMQP.Prefix = v }, false},
 	{EnvHTTPAddr, "http.addr", func(c *Config, v string) { c.HTTP.Addr = v }, false},
+	{EnvHTTPAdminAddr, "http.admin_addr", func(c *Config, v string) { c.HTTP.AdminAddr = v }, false},
+	{EnvHTTPPprofAddr, "http.pprof_addr", func(c *Config, v string) { c.HTTP.PprofAddr = v }, false},
 	{"CALLGATE_ADMIN_TOKEN", "admin.token", func(c *Config, v string) { c.Admin.Token = v }, false},
 	{"CALLGATE_OIDC_ISSUER", "admin.oidc.issuer", func(c *Config, v string) { c.Admin.OIDC.Issuer = v }, false},
 	{"CALLGATE_OIDC_CLIENT_ID", "admin.oidc.client_id", func(c *Config, v string) { c.Admin.OIDC.ClientID = v }, false},
@@ -46,11 +48,22 @@ var envOverrides = []struct {
 	{"CALLGATE_METRICS_PUBLIC", "metrics.public", func(c *Config, v string) { c.Metrics.Public = v == "1" || strings.EqualFold(v, "true") }, false},
 	// The same name as worker.MetricsAddrEnv (TestWorkerMetricsAddr).
 	{"CALLGATE_WORKER_METRICS_ADDR", "worker.metrics_addr", func(c *Config, v string) { c.Worker.MetricsAddr = v }, false},
+	// The same name as worker.PprofAddrEnv (TestEveryListenerHasAVariable).
+	{"CALLGATE_WORKER_PPROF_ADDR", "worker.pprof_addr", func(c *Config, v string) { c.Worker.PprofAddr = v }, false},
 }
 
 // EnvHTTPAddr names the environment variable that overrides http.addr
 // (the gateway names it when the address is in use).
 const EnvHTTPAddr = "CALLGATE_HTTP_ADDR"
+
+// EnvHTTPAdminAddr and EnvHTTPPprofAddr name the environment variables
+// that override http.admin_addr and http.pprof_addr: every listener has
+// one, so that a port taken on this machine is moved without editing the
+// file (the gateway names it when the address is in use).
+const (
+	EnvHTTPAdminAddr = "CALLGATE_HTTP_ADMIN_ADDR"
+	EnvHTTPPprofAddr = "CALLGATE_HTTP_PPROF_ADDR"
+)
 
 // envDurations are the public environment variables holding a duration
 // that win over the file.
@@ -105,7 +118,7 @@ func Load(path string, kinds []string) (*Config, error) {
 func Parse(raw []byte, kinds []string) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(raw, &root); err != nil {
-		return nil, yamlError(err)
+		return nil, yamlError(raw, err)
 	}
 	orig := map[*yaml.Node]string{}
 	expandNode(&root, 0, orig)

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	goccy "github.com/goccy/go-yaml"
+	goccyparser "github.com/goccy/go-yaml/parser"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -18,12 +20,17 @@ import (
 // lineError is a problem at a line of the file.
 type lineError struct {
 	line int // 1-based; 0 when the setting is not in the file
-	msg  string
+	// column is 1-based, 0 when unknown (a setting's problem is its line's).
+	column int
+	msg    string
 }
 
 func (e *lineError) Error() string {
-	if e.line <= 0 {
+	switch {
+	case e.line <= 0:
 		return e.msg
+	case e.column > 0:
+		return fmt.Sprintf("line %d, column %d: %s", e.line, e.column, e.msg)
 	}
 	return fmt.Sprintf("line %d: %s", e.line, e.msg)
 }
@@ -137,8 +144,20 @@ func child(n *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-// yamlError turns the parser's "yaml: line N: ..." into a lineError.
-func yamlError(err error) error {
+// yamlError turns a syntax error of the file into a lineError at the
+// line and column where the parsing stopped. yaml.v3 names only the line
+// where the enclosing block began ("line 4: did not find expected key"
+// for a key mis-indented at line 129: the top-level mapping's first key),
+// so the file is parsed again by goccy/go-yaml, whose errors carry the
+// token they stopped at; when it finds no error of its own, yaml.v3's
+// line and words are kept.
+func yamlError(raw []byte, err error) error {
+	_, perr := goccyparser.ParseBytes(raw, 0)
+	var at goccy.Error
+	if errors.As(perr, &at) && at.GetToken() != nil && at.GetToken().Position != nil {
+		pos := at.GetToken().Position
+		return &lineError{line: pos.Line, column: pos.Column, msg: "not valid YAML: " + at.GetMessage()}
+	}
 	rest, ok := strings.CutPrefix(err.Error(), "yaml: line ")
 	if n, msg, found := strings.Cut(rest, ": "); ok && found {
 		if line, err := strconv.Atoi(n); err == nil {

@@ -231,7 +231,7 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 		go gcfg.Admin.SSO.Run(ctx)
 	}
 	if cfg.HTTP.PprofAddr != "" {
-		stopPprof, at, err := profiling.Serve("http.pprof_addr", cfg.HTTP.PprofAddr, log)
+		stopPprof, at, err := profiling.Serve("http.pprof_addr", config.EnvHTTPPprofAddr, cfg.HTTP.PprofAddr, log)
 		if err != nil {
 			return err
 		}
@@ -352,7 +352,7 @@ func openListeners(hc config.HTTP, ls Listeners) (Listeners, error) {
 		ls.Public = ln
 	}
 	if ls.Admin == nil && hc.AdminAddr != "" {
-		ln, err := listen.TCP("http.admin_addr", "", hc.AdminAddr)
+		ln, err := listen.TCP("http.admin_addr", config.EnvHTTPAdminAddr, hc.AdminAddr)
 		if err != nil {
 			closeListener(ls.Public)
 			return ls, err

@@ -4,21 +4,22 @@
 package profiling
 
 import (
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/pprof"
 	"time"
+
+	"callgate/internal/listen"
 )
 
-// Serve listens on addr (the setting is named by key in errors and logs)
-// and serves the profiler until the returned func is called; it returns
-// the address bound, for the process's start-up line.
-func Serve(key, addr string, log *slog.Logger) (func(), string, error) {
-	ln, err := net.Listen("tcp", addr)
+// Serve listens on addr and serves the profiler until the returned func
+// is called; it returns the address bound, for the process's start-up
+// line. key is the setting that gave addr and env the variable that
+// overrides it: an address in use names both (a *listen.Error).
+func Serve(key, env, addr string, log *slog.Logger) (func(), string, error) {
+	ln, err := listen.TCP(key, env, addr)
 	if err != nil {
-		return nil, "", fmt.Errorf("error listening on %s %s: %w", key, addr, err)
+		return nil, "", err
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

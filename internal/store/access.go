@@ -38,7 +38,9 @@ func (e *AccessError) Error() string {
 	case errAccessDenied:
 		what = fmt.Sprintf("MySQL at %s refused user %q: wrong user or password", e.Addr, e.User)
 	case errBadDB:
-		what = fmt.Sprintf("MySQL at %s has no database %q: `gateway migrate` creates it; or fix the name", e.Addr, e.DBName)
+		// Never created on its own: a mistyped name would get a new
+		// empty database.
+		what = fmt.Sprintf("database %q does not exist (MySQL at %s): fix the name, or create it with `gateway migrate --create`", e.DBName, e.Addr)
 	default:
 		what = fmt.Sprintf("MySQL at %s does not let user %q use database %q: grant it, or fix the DSN", e.Addr, e.User, e.DBName)
 	}

@@ -22,7 +22,7 @@ func openTestStore(t *testing.T) *Store {
 	t.Helper()
 	name := fmt.Sprintf("callgate_t_st%d", time.Now().UnixNano())
 	dsn := "root:@tcp(127.0.0.1:3306)/" + name
-	_, err := Migrate(dsn, 2*time.Second)
+	_, err := CreateAndMigrate(dsn, 2*time.Second)
 	require.NoError(t, err)
 	st, err := Open(Config{DSN: dsn, MaxOpenConns: 8, MaxIdleConns: 8, DialTimeout: time.Second})
 	require.NoError(t, err)

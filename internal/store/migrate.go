@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/golang-migrate/migrate/v4"
+	"github.com/golang-migrate/migrate/v4/database"
 	migratemysql "github.com/golang-migrate/migrate/v4/database/mysql"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
@@ -19,7 +21,22 @@ import (
 // schema version. It is idempotent, and safe from several processes at once:
 // golang-migrate holds a MySQL GET_LOCK while it works, and a process that
 // waited for it finds nothing left to do.
+//
+// The DSN's database must exist: one that does not is MySQL's "unknown
+// database" (1049; AsAccessError makes it "database X does not exist"),
+// so that a mistyped name (calgate) is not created and migrated as a new,
+// empty database. CreateAndMigrate creates it.
 func Migrate(dsn string, dialTimeout time.Duration) (uint, error) {
+	return migrateDSN(dsn, dialTimeout, false)
+}
+
+// CreateAndMigrate is Migrate on a database it first creates when it does
+// not exist (`gateway migrate --create`, and the tests' fresh databases).
+func CreateAndMigrate(dsn string, dialTimeout time.Duration) (uint, error) {
+	return migrateDSN(dsn, dialTimeout, true)
+}
+
+func migrateDSN(dsn string, dialTimeout time.Duration, create bool) (uint, error) {
 	norm, err := NormalizeDSN(dsn, dialTimeout)
 	if err != nil {
 		return 0, err
@@ -32,24 +49,29 @@ func Migrate(dsn string, dialTimeout time.Duration) (uint, error) {
 	c.MultiStatements = true
 	// golang-migrate's driver needs server-side parameters for its own queries.
 	c.InterpolateParams = false
-	if err := createDatabase(*c); err != nil {
+	if create {
+		if err := createDatabase(*c); err != nil {
+			return 0, err
+		}
+	}
+	// Reached before golang-migrate is: its errors wrap this one in
+	// words of its own.
+	if err := ping(c.FormatDSN()); err != nil {
 		return 0, err
 	}
-	db, err := sql.Open("mysql", c.FormatDSN())
-	if err != nil {
-		return 0, fmt.Errorf("error opening database for migration: %w", err)
-	}
-	defer db.Close()
 
 	// The lock wait of golang-migrate's MySQL driver is 10 s; a second
-	// process that gives up waiting tries again.
+	// process that gives up waiting tries again. Giving up is the
+	// driver's database.ErrLocked (GET_LOCK timed out: another process
+	// was migrating for longer, as migration 025 may on a loaded
+	// machine) or migrate's own lock errors.
 	var lastErr error
 	for try := 0; try < 6; try++ {
-		v, err := migrateOnce(db)
+		v, err := migrateOnce(c.FormatDSN())
 		if err == nil {
 			return v, nil
 		}
-		if !errors.Is(err, migrate.ErrLocked) && !errors.Is(err, migrate.ErrLockTimeout) {
+		if !errors.Is(err, migrate.ErrLocked) && !errors.Is(err, migrate.ErrLockTimeout) && !errors.Is(err, database.ErrLocked) {
 			return 0, err
 		}
 		lastErr = err
@@ -58,17 +80,46 @@ func Migrate(dsn string, dialTimeout time.Duration) (uint, error) {
 	return 0, fmt.Errorf("error applying migrations: %w", lastErr)
 }
 
-// migrateOnce applies what is pending and returns the schema version. It
-// closes what golang-migrate opened, including the connection its driver
-// holds on to.
-func migrateOnce(db *sql.DB) (v uint, err error) {
+// ping connects to the DSN's database once: MySQL's refusal (no such
+// database, wrong password) as it said it.
+func ping(dsn string) error {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return fmt.Errorf("error opening database for migration: %w", err)
+	}
+	defer db.Close()
+	if err := db.Ping(); err != nil {
+		return fmt.Errorf("error connecting for migration: %w", translate(err))
+	}
+	return nil
+}
+
+// migrateOnce applies what is pending on the DSN's database and returns
+// the schema version. Each try has a pool and a connection of its own,
+// closed at its end whatever happened: golang-migrate's driver takes the
+// lock on its connection as it is made, and when that fails (another
+// process migrating) WithInstance returns without closing the connection
+// it took, hence WithConnection on one of ours.
+func migrateOnce(dsn string) (v uint, err error) {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return 0, fmt.Errorf("error opening database for migration: %w", err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("error connecting for migration: %w", translate(err))
+	}
 	src, err := iofs.New(migrations.FS, ".")
 	if err != nil {
+		_ = conn.Close()
 		return 0, fmt.Errorf("error reading embedded migrations: %w", err)
 	}
-	drv, err := migratemysql.WithInstance(db, &migratemysql.Config{})
+	drv, err := migratemysql.WithConnection(ctx, conn, &migratemysql.Config{})
 	if err != nil {
 		_ = src.Close()
+		_ = conn.Close()
 		return 0, fmt.Errorf("error preparing migration: %w", translate(err))
 	}
 	m, err := migrate.NewWithInstance("iofs", src, "mysql", drv)
@@ -93,7 +144,7 @@ func migrateOnce(db *sql.DB) (v uint, err error) {
 }
 
 // createDatabase creates the DSN's database when it does not exist, so that
-// a fresh server needs nothing but `gateway migrate`.
+// a fresh server needs nothing but `gateway migrate --create`.
 func createDatabase(c mysql.Config) error {
 	name := c.DBName
 	if name == "" {

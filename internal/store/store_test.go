@@ -32,7 +32,7 @@ func TestMigrateTwiceAndConcurrently(t *testing.T) {
 	versions := make([]uint, 2)
 	errs := make([]error, 2)
 	for i := range 2 {
-		wg.Go(func() { versions[i], errs[i] = store.Migrate(dsn, time.Second) })
+		wg.Go(func() { versions[i], errs[i] = store.CreateAndMigrate(dsn, time.Second) })
 	}
 	wg.Wait()
 	require.NoError(t, errs[0])

@@ -2,11 +2,13 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -37,13 +39,21 @@ func Self(t testing.TB) string {
 	return bin
 }
 
+// execLimit bounds a command Exec runs: one that should have stopped at
+// start but serves (a setting it did not take) is killed and the test
+// fails saying so, rather than the suite hanging until go test's timeout.
+// Not a measure of speed: every command the tests run exits in seconds.
+const execLimit = 3 * time.Minute
+
 // Exec runs bin (Self: the command) with args in the repository's root,
 // with this process's environment less every CALLGATE_* variable, plus
 // env ("K=V"). It
 // returns the exit status and what the binary wrote to stdout and stderr.
 func Exec(t testing.TB, bin string, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), execLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = RepoRoot()
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "CALLGATE_") {
@@ -55,6 +65,9 @@ func Exec(t testing.TB, bin string, env []string, args ...string) (code int, std
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		require.FailNow(t, "the command did not exit", "%s %s: killed after %s\nstderr:\n%s", bin, strings.Join(args, " "), execLimit, errOut.String())
+	}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		return exit.ExitCode(), out.String(), errOut.String()

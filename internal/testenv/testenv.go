@@ -95,7 +95,7 @@ func DB(t testing.TB) string {
 	require.NoError(t, err)
 	c.DBName = "callgate_t_" + Suffix()
 	dsn := c.FormatDSN()
-	_, err = store.Migrate(dsn, 2*time.Second)
+	_, err = store.CreateAndMigrate(dsn, 2*time.Second)
 	require.NoError(t, err, "migrating test database (is MariaDB running on 127.0.0.1:3306?)")
 	t.Cleanup(func() {
 		root, err := sql.Open("mysql", MySQLServerDSN())

@@ -36,6 +36,7 @@ type Config struct {
 	MetricsAddr string `yaml:"metrics_addr"`
 	// PprofAddr serves net/http/pprof on a separate listener (for
 	// profiling, e.g. "127.0.0.1:6061"). Default "": off. Never expose it.
+	// Env CALLGATE_WORKER_PPROF_ADDR (PprofAddrEnv).
 	PprofAddr string `yaml:"pprof_addr"`
 	// BatchSize is how many callbacks one transaction processes at most.
 	// 1 is exactly one transaction per callback. Default BatchSizeDefault.
@@ -79,6 +80,10 @@ const (
 // worker.metrics_addr (internal/config's overrides read it; named here for
 // the error of an address in use).
 const MetricsAddrEnv = "CALLGATE_WORKER_METRICS_ADDR"
+
+// PprofAddrEnv is the environment variable that overrides
+// worker.pprof_addr (read by internal/config, like MetricsAddrEnv).
+const PprofAddrEnv = "CALLGATE_WORKER_PPROF_ADDR"
 
 // LockWaitFor is the worker's innodb_lock_wait_timeout and
 // lock_wait_timeout (row and metadata locks) for a handler timeout: half

@@ -18,6 +18,7 @@ import (
 	"callgate/internal/broker"
 	"callgate/internal/callback"
 	"callgate/internal/downstream"
+	"callgate/internal/listen"
 	"callgate/internal/metrics"
 	"callgate/internal/outbox"
 	"callgate/internal/platform"
@@ -56,6 +57,32 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 	}
 	cfg := set.Worker.WithDefaults()
 	sched := set.Scheduler.WithDefaults()
+	// The listeners before anything connects: an address in use stops
+	// the start at once, naming the setting and the variable that move
+	// it, before the worker takes a lease or a delivery (and before
+	// scripts/run.sh, seeing "worker: started", starts the gateway).
+	pprofAt := "off"
+	if cfg.PprofAddr != "" {
+		stopPprof, at, err := profiling.Serve("worker.pprof_addr", PprofAddrEnv, cfg.PprofAddr, logger)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+		pprofAt = at
+	}
+	metricsLn := opts.MetricsListener
+	if metricsLn == nil && cfg.MetricsAddr != "off" {
+		ln, err := listen.TCP("worker.metrics_addr", MetricsAddrEnv, cfg.MetricsAddr)
+		if err != nil {
+			return err
+		}
+		metricsLn = ln
+	}
+	if metricsLn != nil {
+		// Served below; closed here too when the start fails before
+		// (a second close once served is harmless).
+		defer func() { _ = metricsLn.Close() }()
+	}
 	storeCfg := set.Store
 	if storeCfg.LockWaitTimeout == 0 {
 		storeCfg.LockWaitTimeout = LockWaitFor(cfg.HandlerTimeout)
@@ -151,18 +178,9 @@ func Run(ctx context.Context, set Settings, reg *callback.Registry, logger *slog
 	}
 	defer stopJobs()
 
-	pprofAt := "off"
-	if cfg.PprofAddr != "" {
-		stopPprof, at, err := profiling.Serve("worker.pprof_addr", cfg.PprofAddr, logger)
-		if err != nil {
-			return err
-		}
-		defer stopPprof()
-		pprofAt = at
-	}
 	metricsAt := "off"
-	if cfg.MetricsAddr != "off" || opts.MetricsListener != nil {
-		stopHTTP, addr, err := serveMetrics(cfg.MetricsAddr, opts.MetricsListener, m, logger)
+	if metricsLn != nil {
+		stopHTTP, addr, err := serveMetrics(cfg.MetricsAddr, metricsLn, m, logger)
 		if err != nil {
 			return err
 		}
