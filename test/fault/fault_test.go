@@ -29,8 +29,12 @@ func summary(t *testing.T, l *load, v verdict, start time.Time, extra ...string)
 }
 
 // waitCompleted waits until n callbacks of l were answered 200 (or the load
-// ended).
+// ended); n must not lie beyond a pause the load has not been resumed past.
 func (l *load) waitCompleted(n int64) {
+	l.t.Helper()
+	if l.resumes < len(l.spec.Pauses) {
+		require.LessOrEqual(l.t, n, int64(l.spec.Pauses[l.resumes]), "waitCompleted(%d): the load pauses before order %d", n, l.spec.Pauses[l.resumes])
+	}
 	for l.completed.Load() < n {
 		select {
 		case <-l.done:
@@ -63,17 +67,35 @@ func testWorkerKilledRepeatedly(t *testing.T, batchSize int) {
 	const n = 5000
 	r := newRig(t, rigOpts{BatchSize: batchSize, Orders: n})
 	r.startBoth()
-	l := r.load(loadSpec{Rate: 600})
-
+	// One part of the orders per kill and one after the last: each part
+	// is sent once the worker before it has been killed and restarted, so
+	// every kill falls inside the load however long a restart takes.
 	const kills = 5
+	part := func(i int) int { return n * i / (kills + 1) }
+	var pauses []int
+	for i := 1; i <= kills; i++ {
+		pauses = append(pauses, part(i))
+	}
+	l := r.load(loadSpec{Rate: 600, Pauses: pauses})
+
 	var lastRestart time.Time
+	processedAtStart := 0
 	for i := range kills {
-		time.Sleep(1200 * time.Millisecond)
+		// Kill a worker at work: callbacks coming in (half of this part
+		// answered) and processed since it started.
+		l.waitCompleted(int64(part(i) + (part(i+1)-part(i))/2))
+		waitFor(t, faultLimit, func() bool {
+			c, err := r.counts()
+			return err == nil && c.success > processedAtStart
+		}, fmt.Sprintf("kill %d: the worker processes callbacks", i+1))
 		r.wk.Kill()
-		time.Sleep(200 * time.Millisecond)
 		r.wk.start()
 		lastRestart = time.Now()
-		t.Logf("kill %d: worker restarted (answered so far %d/%d)", i+1, l.completed.Load(), n)
+		c, err := r.counts()
+		require.NoError(t, err)
+		processedAtStart = c.success
+		t.Logf("kill %d: worker restarted (answered so far %d/%d, processed %d)", i+1, l.completed.Load(), n, c.success)
+		l.resume()
 	}
 	require.False(t, l.isDone() && l.completed.Load() < n, "load ended early: %v", l.firstErr.Load())
 	require.Equal(t, kills+1, r.wk.starts())
@@ -87,9 +109,10 @@ func testWorkerKilledRepeatedly(t *testing.T, batchSize int) {
 }
 
 // TestBrokerRestart: RabbitMQ (the processes' only broker, the fault
-// suite's own node: useFaultBroker) is stopped for 10s in the middle of the
-// load. The gateway keeps answering 200 (the broker is not on the request
-// path), and everything it accepted is processed once RabbitMQ is back.
+// suite's own node: useFaultBroker) is stopped for at least 10s in the
+// middle of the load. The gateway keeps answering 200 (the broker is not on
+// the request path), and everything it accepted is processed once RabbitMQ
+// is back.
 func TestBrokerRestart(t *testing.T) { testenv.EachFaultBatchSize(t, testBrokerRestart) }
 
 func testBrokerRestart(t *testing.T, batchSize int) {
@@ -98,30 +121,30 @@ func testBrokerRestart(t *testing.T, batchSize int) {
 	node := useFaultBroker(t)
 	r := newRig(t, rigOpts{BatchSize: batchSize, Orders: n})
 	r.startBoth()
-	// 100 a second: the load lasts 20s and is still running when the
-	// broker is down, even when stop_app takes seconds on a busy machine
-	// (at 250 a second the load ended 6s after the stop began: a stop_app
-	// that slow leaves no answer in the outage; a CI run beside the HA
-	// scenarios failed here, most likely so).
-	l := r.load(loadSpec{Rate: 100})
+	// The first half flows while the broker stops (stop_app took 11 s on
+	// a busy machine); the third quarter only once the broker refuses
+	// connections, the rest as it comes back.
+	l := r.load(loadSpec{Rate: 100, Pauses: []int{n / 2, 3 * n / 4}})
 
 	l.waitCompleted(n / 4)
 	before, err := r.counts()
 	require.NoError(t, err)
 	stopping := time.Now()
 	stopBroker(t, node)
-	stopped := time.Now()
-	t.Logf("broker stopped in %s (answered %d, processed %d)", secs(stopped.Sub(stopping)), l.completed.Load(), before.success)
-	answeredAtStop := l.completed.Load()
-	require.False(t, l.isDone(), "the load ended before the broker was down (stop_app took %s): nothing can be answered during the outage", secs(stopped.Sub(stopping)))
-	time.Sleep(10 * time.Second)
-	answeredDuringOutage := l.completed.Load() - answeredAtStop
+	down := time.Now()
+	t.Logf("broker refusing connections %s after stop_app began (answered %d, processed %d)", secs(down.Sub(stopping)), l.completed.Load(), before.success)
+	l.resume()
+	holdFault(t, down, 10*time.Second, func() bool { return l.completed.Load() >= 3*n/4 },
+		"the callbacks sent while the broker is down are answered 200")
+	answeredDuringOutage := len(l.answeredBetween(down, time.Now()))
 	during, err := r.counts()
 	require.NoError(t, err)
+	l.resume()
+	restarting := time.Now()
 	startBroker(t, node)
 	back := time.Now()
-	t.Logf("broker back in %s; during the outage %d callbacks answered 200, %d stored, processed %d->%d",
-		secs(back.Sub(stopped.Add(10*time.Second))), answeredDuringOutage, during.rows, before.success, during.success)
+	t.Logf("broker back in %s; during the outage (%s) %d callbacks answered 200, %d stored, processed %d->%d",
+		secs(back.Sub(restarting)), secs(restarting.Sub(down)), answeredDuringOutage, during.rows, before.success, during.success)
 	require.Positive(t, answeredDuringOutage, "the gateway answers 200 while the broker is down")
 
 	// The first callback processed after the restart, and the whole backlog.
@@ -140,14 +163,14 @@ func testBrokerRestart(t *testing.T, batchSize int) {
 	require.True(t, r.gw.running() && r.wk.running(), "no process restarted")
 	require.Equal(t, 1, r.gw.starts())
 	require.Equal(t, 1, r.wk.starts())
-	summary(t, l, v, start, "outage="+secs(back.Sub(stopping)),
+	summary(t, l, v, start, "outage="+secs(back.Sub(stopping)), "answered_200_during_outage="+strconv.Itoa(answeredDuringOutage),
 		"first_processed_after_restart="+secs(firstProgress), "recovery="+secs(drained.Sub(back)))
 }
 
-// TestMySQLOutage: the processes lose MySQL for 10s during the load. The
-// intake answers 503 for what it cannot store and never 200 without a row;
-// the platform's retries get through once MySQL is back, and both processes
-// recover without a restart.
+// TestMySQLOutage: the processes lose MySQL for at least 10s during the
+// load. The intake answers 503 for what it cannot store and never 200
+// without a row; the platform's retries get through once MySQL is back,
+// and both processes recover without a restart.
 func TestMySQLOutage(t *testing.T) { testenv.EachFaultBatchSize(t, testMySQLOutage) }
 
 func testMySQLOutage(t *testing.T, batchSize int) {
@@ -156,13 +179,17 @@ func testMySQLOutage(t *testing.T, batchSize int) {
 	r := newRig(t, rigOpts{BatchSize: batchSize, Orders: n, MySQLProxy: true})
 	r.startBoth()
 	gwPID, wkPID := r.gw.pid(), r.wk.pid()
-	l := r.load(loadSpec{Rate: 250})
+	// The second half is sent only once MySQL refuses connections.
+	l := r.load(loadSpec{Rate: 250, Pauses: []int{n / 2}})
 
 	l.waitCompleted(n / 4)
 	okBefore, s503Before := l.ok.Load(), l.s503.Load()
 	r.mysql.Down()
+	waitRefused(t, r.mysql.Addr(), "the processes' MySQL")
 	down := time.Now()
-	time.Sleep(10 * time.Second)
+	l.resume()
+	holdFault(t, down, 10*time.Second, func() bool { return l.s503.Load() > s503Before },
+		"the intake answers 503 while MySQL is away")
 	okDuring, s503During := l.ok.Load()-okBefore, l.s503.Load()-s503Before
 	r.mysql.Up(t)
 	up := time.Now()
@@ -340,7 +367,8 @@ func testGracefulStopUnderLoad(t *testing.T, batchSize int) {
 	const n = 3000
 	r := newRig(t, rigOpts{BatchSize: batchSize, Orders: n})
 	r.startBoth()
-	l := r.load(loadSpec{Rate: 300})
+	// The last third is sent only once both processes are gone.
+	l := r.load(loadSpec{Rate: 300, Pauses: []int{2 * n / 3}})
 
 	l.waitCompleted(n / 3)
 	require.False(t, l.isDone())
@@ -359,7 +387,14 @@ func testGracefulStopUnderLoad(t *testing.T, batchSize int) {
 	requireCleanStop(t, r.gw.logPath(), "gateway")
 	requireCleanStop(t, r.wk.logPath(), "worker")
 
-	time.Sleep(500 * time.Millisecond)
+	// The platform's callbacks meet the stopped gateway (its port
+	// refuses them) before it is started again.
+	gwAddr := strings.TrimPrefix(r.url, "http://")
+	waitRefused(t, gwAddr, "the stopped gateway")
+	refusedBefore := l.transport.Load()
+	l.resume()
+	waitFor(t, faultLimit, func() bool { return l.transport.Load() > refusedBefore },
+		"the platform's requests meet the stopped gateway")
 	restart := time.Now()
 	r.gw.Restart()
 	r.wk.Restart()

@@ -139,14 +139,16 @@ func haRig(t *testing.T, c *haCluster, batchSize, orders int, durability string,
 const haRate = 150
 
 // haStart puts the cluster in its original shape, starts a rig of n
-// orders on it and the steady stream of their callbacks.
-func haStart(t *testing.T, batchSize, n int, durability string) (*haCluster, *rig, *load) {
+// orders on it and the steady stream of their callbacks, which stops
+// before each of pauses until the test resumes it (once the fault is in
+// place).
+func haStart(t *testing.T, batchSize, n int, durability string, pauses ...int) (*haCluster, *rig, *load) {
 	t.Helper()
 	c := cluster(t)
 	c.original(t)
 	r := haRig(t, c, batchSize, n, durability)
 	r.startBoth()
-	return c, r, r.load(loadSpec{Rate: haRate})
+	return c, r, r.load(loadSpec{Rate: haRate, Pauses: pauses})
 }
 
 // TestHAPrimaryLost: the MySQL primary is SIGKILLed under load, the most
@@ -159,12 +161,16 @@ func TestHAPrimaryLost(t *testing.T) { testenv.EachFaultBatchSize(t, testHAPrima
 func testHAPrimaryLost(t *testing.T, batchSize int) {
 	start := time.Now()
 	const n = 1500
-	c, r, l := haStart(t, batchSize, n, "replica")
+	// The second half is sent once the primary is gone: it meets the
+	// failover, whatever the kill and the promotion take.
+	c, r, l := haStart(t, batchSize, n, "replica", n/2)
 
 	l.waitCompleted(n / 5)
 	answeredAtKill := l.completed.Load()
 	killed := time.Now()
 	c.script(t, "kill-db", "1")
+	waitRefused(t, c.dbAddr(1), "the killed primary")
+	l.resume()
 	primary, err := strconv.Atoi(c.script(t, "promote"))
 	require.NoError(t, err)
 	r.mysql.Move(t, c.dbAddr(primary))
@@ -199,8 +205,10 @@ func TestHAReplicationStopped(t *testing.T) {
 
 func testHAReplicationStopped(t *testing.T, batchSize int, durability string) {
 	start := time.Now()
-	const n = 2250 // 15 s: 2 s before the outage, 10 s of it, 3 s after
-	c, r, l := haStart(t, batchSize, n, durability)
+	// 15 s of stream: 3 s before the outage; 10 s sent only once both
+	// replicas stopped receiving; 2 s sent once they receive again.
+	const n, outage, after = 2250, 1500, 300
+	c, r, l := haStart(t, batchSize, n, durability, n-after-outage, n-after)
 	name := dbName(t, r.cfg.MySQL.DSN)
 	replicas := []*sql.DB{c.db(t, 2, ""), c.db(t, 3, "")}
 
@@ -211,7 +219,22 @@ func testHAReplicationStopped(t *testing.T, batchSize int, durability string) {
 		_, err := db.Exec(`STOP SLAVE IO_THREAD`)
 		require.NoError(t, err)
 	}
-	time.Sleep(10 * time.Second)
+	for i, db := range replicas {
+		waitFor(t, faultLimit, func() bool {
+			running, err := slaveField(db, "Slave_IO_Running")
+			return err == nil && running == "No"
+		}, fmt.Sprintf("db%d stops receiving", i+2))
+	}
+	inPlace := time.Now()
+	l.resume()
+	// Held until the stream met the outage: with durability replica the
+	// intake refuses (503), with primary it accepts what only the primary
+	// holds.
+	met := func() bool { return l.s503.Load() > s503Before }
+	if durability != "replica" {
+		met = func() bool { return len(l.answeredBetween(inPlace, time.Now())) > 0 }
+	}
+	holdFault(t, inPlace, 10*time.Second, met, "the stream meets the stopped replication")
 	// What the replicas hold once they applied what they received.
 	for _, db := range replicas {
 		waitApplied(t, db)
@@ -228,6 +251,7 @@ func testHAReplicationStopped(t *testing.T, batchSize int, durability string) {
 		require.NoError(t, err)
 	}
 	restarted := time.Now()
+	l.resume()
 	// Every 200 while no replica received anything, up to the restart
 	// (after the replicas were read, none of them can be on one).
 	during := l.answeredBetween(stopped, restarted)
@@ -328,8 +352,11 @@ func TestHABrokerNodeLost(t *testing.T) { testenv.EachFaultBatchSize(t, testHABr
 
 func testHABrokerNodeLost(t *testing.T, batchSize int) {
 	start := time.Now()
-	const n = 2250 // 15 s: the loss falls inside the stream
-	c, r, l := haStart(t, batchSize, n, "replica")
+	// 15 s of stream, of which 12 s are sent once the node is gone: the
+	// loss falls inside the stream, however long the wait for a safe
+	// victim and the kill take.
+	const n = 2250
+	c, r, l := haStart(t, batchSize, n, "replica", n/5)
 	l.waitCompleted(n / 15)
 
 	victim := c.queueLeader(t, r.cfg.AMQP.Prefix+".payment")
@@ -342,6 +369,8 @@ func testHABrokerNodeLost(t *testing.T, batchSize int) {
 	killed := time.Now()
 	c.script(t, "kill-mq", strconv.Itoa(victim))
 	t.Cleanup(func() { c.script(t, "start-mq", strconv.Itoa(victim)) }) // also if the test fails
+	waitRefused(t, "127.0.0.1:"+c.mqPorts[victim-1], fmt.Sprintf("the killed node mq%d", victim))
+	l.resume()
 	resumed := r.progressAfter(before.success, l, time.Minute)
 	// Down while it boots again (8-15 s here).
 	c.script(t, "start-mq", strconv.Itoa(victim))
@@ -367,12 +396,20 @@ func testHABrokerNodeLost(t *testing.T, batchSize int) {
 func TestHAGatewayNodeLostRepeatedly(t *testing.T) {
 	start := time.Now()
 	const rate, rounds = 50, 3
-	const n = rate * 110 // the stream outlasts the rounds (about 25-35 s each)
+	// 5 s of stream before the first loss, then 35 s for each loss, sent
+	// once the node is gone (a round takes about 25-35 s here, longer on
+	// a busy machine): each loss falls inside the stream.
+	const first, perLoss = rate * 5, rate * 35
+	const n = first + rounds*perLoss
 	c := cluster(t)
 	c.original(t)
 	r := haRig(t, c, 0, n, "primary", map[string]any{"scheduler.compensation.threshold": "10m"})
 	r.startBoth()
-	l := r.load(loadSpec{Rate: rate})
+	var pauses []int
+	for i := range rounds {
+		pauses = append(pauses, first+i*perLoss)
+	}
+	l := r.load(loadSpec{Rate: rate, Pauses: pauses})
 	l.waitCompleted(rate * 3)
 
 	queue := r.cfg.AMQP.Prefix + ".payment"
@@ -398,7 +435,10 @@ func TestHAGatewayNodeLostRepeatedly(t *testing.T) {
 		killed := time.Now()
 		c.script(t, "kill-mq", strconv.Itoa(leader))
 		t.Cleanup(func() { c.script(t, "start-mq", strconv.Itoa(leader)) }) // also if the test fails
-		time.Sleep(haNodeDown)
+		waitRefused(t, "127.0.0.1:"+c.mqPorts[leader-1], fmt.Sprintf("the killed node mq%d", leader))
+		l.resume()
+		holdFault(t, killed, haNodeDown, func() bool { return len(l.answeredBetween(killed, time.Now())) > 0 },
+			fmt.Sprintf("round %d: callbacks answered while mq%d is down", round, leader))
 		c.script(t, "start-mq", strconv.Itoa(leader))
 		losses = append(losses, loss{leader, killed, time.Now()})
 	}
@@ -424,12 +464,12 @@ func TestHAGatewayNodeLostRepeatedly(t *testing.T) {
 	summary(t, l, v, start, append(figures, "recovery="+secs(drained.Sub(start)))...)
 }
 
-// haNodeDown is how long a killed node stays down in
-// TestHAGatewayNodeLostRepeatedly, and haAnnounceLag the longest a
-// callback accepted meanwhile may wait to be processed: under the time the
-// node is away (haNodeDown and 8-15 s to boot; an announcement refused
-// until the node is back waits that long) and far above the second it
-// takes here.
+// haNodeDown is the least a killed node stays down in
+// TestHAGatewayNodeLostRepeatedly (and until a callback was answered
+// meanwhile), and haAnnounceLag the longest a callback accepted meanwhile
+// may wait to be processed: under the time the node is away (haNodeDown
+// and 8-15 s to boot; an announcement refused until the node is back
+// waits that long) and far above the second it takes here.
 const (
 	haNodeDown    = 7 * time.Second
 	haAnnounceLag = 6 * time.Second
@@ -525,11 +565,14 @@ func TestHAProcessLost(t *testing.T) { testenv.EachFaultBatchSize(t, testHAProce
 func testHAProcessLost(t *testing.T, batchSize int) {
 	start := time.Now()
 	const n = 1500
-	_, r, l := haStart(t, batchSize, n, "replica")
+	// The second half is sent once the two are gone.
+	_, r, l := haStart(t, batchSize, n, "replica", n/2)
 	l.waitCompleted(n / 5)
 	killed := time.Now()
 	r.gws[1].Kill()
 	r.wks[1].Kill()
+	waitRefused(t, strings.TrimPrefix(r.urls[1], "http://"), "the killed gateway")
+	l.resume()
 	l.wait()
 	p99, answers := l.p99Between(killed, killed.Add(5*time.Second))
 	drained := r.drained(2 * time.Minute)

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"callgate/internal/signature"
 	"callgate/internal/testenv"
 )
@@ -44,17 +46,26 @@ type loadSpec struct {
 	Workers int
 	// Pause between retries of one request (default 100ms, plus jitter).
 	Pause time.Duration
-	// Limit bounds the whole load (default 3m): what is not answered 200
-	// by then counts as given up.
+	// Limit bounds the whole load (default 3m, and faultLimit more for
+	// each pause, the longest a fault may take to be in place): what is
+	// not answered 200 by then counts as given up.
 	Limit time.Duration
+	// Pauses are indexes of Orders (ascending) the load stops before
+	// until the test calls resume, once per pause: what must meet a fault
+	// is sent only once the fault is in place, and the load cannot be
+	// over before that, however long the fault took to set up.
+	Pauses []int
 }
 
 // load is a running load.
 type load struct {
+	t       *testing.T
 	spec    loadSpec
 	started time.Time
 	done    chan struct{}
 	client  *http.Client
+	gates   []chan struct{} // one per spec.Pauses, closed by resume
+	resumes int             // how many gates resume closed (the test's goroutine only)
 
 	// Per order: the log id of its 200s (0: none yet), how many 200s said
 	// duplicate:false, and whether two 200s named different log ids.
@@ -87,9 +98,14 @@ func startLoad(t *testing.T, spec loadSpec) *load {
 		spec.Pause = 100 * time.Millisecond
 	}
 	if spec.Limit == 0 {
-		spec.Limit = 3 * time.Minute
+		spec.Limit = 3*time.Minute + time.Duration(len(spec.Pauses))*faultLimit
+	}
+	for i, p := range spec.Pauses {
+		require.True(t, p > 0 && p < len(spec.Orders) && (i == 0 || p > spec.Pauses[i-1]),
+			"pauses %v: ascending indexes inside the %d orders", spec.Pauses, len(spec.Orders))
 	}
 	l := &load{
+		t:       t,
 		spec:    spec,
 		started: time.Now(),
 		done:    make(chan struct{}),
@@ -105,6 +121,10 @@ func startLoad(t *testing.T, spec loadSpec) *load {
 		fresh:    make([]atomic.Int32, len(spec.Orders)),
 		answered: make([]atomic.Int32, len(spec.Orders)),
 		okAt:     make([]atomic.Int64, len(spec.Orders)),
+		gates:    make([]chan struct{}, len(spec.Pauses)),
+	}
+	for i := range l.gates {
+		l.gates[i] = make(chan struct{})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), spec.Limit)
 	t.Cleanup(func() { cancel(); <-l.done })
@@ -116,7 +136,16 @@ func startLoad(t *testing.T, spec loadSpec) *load {
 			tick = time.NewTicker(time.Duration(float64(time.Second) / spec.Rate))
 			defer tick.Stop()
 		}
+		pause := 0 // the next of spec.Pauses
 		for i := range spec.Orders {
+			if pause < len(spec.Pauses) && i == spec.Pauses[pause] {
+				select {
+				case <-l.gates[pause]:
+				case <-ctx.Done():
+					return
+				}
+				pause++
+			}
 			if tick != nil {
 				select {
 				case <-tick.C:
@@ -153,6 +182,14 @@ func startLoad(t *testing.T, spec loadSpec) *load {
 
 // wait blocks until the load is over.
 func (l *load) wait() { <-l.done }
+
+// resume lets the load go on past its next pause.
+func (l *load) resume() {
+	l.t.Helper()
+	require.Less(l.t, l.resumes, len(l.gates), "resume: the load has no pause left (pauses %v)", l.spec.Pauses)
+	close(l.gates[l.resumes])
+	l.resumes++
+}
 
 // send delivers one copy of order i's callback until it is answered 200.
 func (l *load) send(ctx context.Context, i int) {

@@ -451,8 +451,9 @@ func useFaultBroker(t *testing.T) string {
 	return node
 }
 
-// stopBroker stops node's RabbitMQ application and makes sure it is
-// started again when the test ends, whatever happens.
+// stopBroker stops node's RabbitMQ application, waits until it refuses
+// AMQP connections (so nothing can publish), and makes sure it is started
+// again when the test ends, whatever happens.
 func stopBroker(t *testing.T, node string) {
 	t.Helper()
 	url := testenv.AMQPURL()
@@ -461,17 +462,18 @@ func stopBroker(t *testing.T, node string) {
 			t.Errorf("restarting %s after the test: %v", node, err)
 		}
 	})
-	out, err := rabbitmqctl(60*time.Second, "-n", node, "stop_app")
+	out, err := rabbitmqctl(faultLimit, "-n", node, "stop_app")
 	require.NoError(t, err, "rabbitmqctl stop_app: %s", out)
+	waitFor(t, faultLimit, func() bool { return dialBroker(url) != nil }, node+" refuses AMQP connections after stop_app")
 }
 
 // startBroker starts node's application and waits until it takes
 // connections.
 func startBroker(t *testing.T, node string) {
 	t.Helper()
-	out, err := rabbitmqctl(60*time.Second, "-n", node, "start_app")
+	out, err := rabbitmqctl(faultLimit, "-n", node, "start_app")
 	require.NoError(t, err, "rabbitmqctl start_app: %s", out)
-	require.NoError(t, waitBroker(testenv.AMQPURL(), 60*time.Second))
+	require.NoError(t, waitBroker(testenv.AMQPURL(), faultLimit))
 }
 
 // ensureBroker starts node's application if url does not take
@@ -492,22 +494,27 @@ func waitBroker(url string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	var err error
 	for time.Now().Before(deadline) {
-		var conn *amqp.Connection
-		conn, err = amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(time.Second)})
-		if err == nil {
-			ch, cerr := conn.Channel()
-			if cerr == nil {
-				_ = ch.Close()
-			}
-			_ = conn.Close()
-			if cerr == nil {
-				return nil
-			}
-			err = cerr
+		if err = dialBroker(url); err == nil {
+			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	return fmt.Errorf("broker not back after %s: %w", limit, err)
+}
+
+// dialBroker opens an AMQP connection and a channel to url, and closes
+// them: nil when the broker takes connections.
+func dialBroker(url string) error {
+	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(time.Second)})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	return ch.Close()
 }
 
 func rabbitmqctl(limit time.Duration, args ...string) (string, error) {
