@@ -31,10 +31,10 @@ import (
 	"strings"
 	"syscall"
 
-	"callgate/internal/admin"
 	"callgate/internal/admincli"
 	"callgate/internal/broker"
 	"callgate/internal/config"
+	"callgate/internal/demo"
 	"callgate/internal/kinds"
 	"callgate/internal/logging"
 	"callgate/internal/shutdown"
@@ -96,12 +96,12 @@ func run(args []string, stderr io.Writer) int {
 				printErrors(stderr, "worker", err)
 				return 1
 			}
-			d = admincli.Defaults{URL: adminURL(cfg.HTTP), Token: cfg.Admin.Token, DemoToken: cfg.Admin.Token == admin.DemoToken}
+			d = admincli.Defaults{URL: adminURL(cfg.HTTP), Token: cfg.Admin.Token, DemoToken: cfg.Admin.Token == demo.AdminToken}
 		}
 		if d.Token == "" {
 			// What `make run` starts accepts it; another gateway refuses
 			// it, and the CLI then says to set CALLGATE_ADMIN_TOKEN.
-			d.Token, d.DemoToken = admin.DemoToken, true
+			d.Token, d.DemoToken = demo.AdminToken, true
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()

@@ -16,8 +16,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
-	"callgate/internal/admin"
 	"callgate/internal/config"
+	"callgate/internal/demo"
 	"callgate/internal/testenv"
 )
 
@@ -183,7 +183,7 @@ func TestBinaryReplayWithTheDemoToken(t *testing.T) {
 	t.Setenv("CALLGATE_DEMO", "1")
 	t.Setenv("CALLGATE_ADMIN_TOKEN", "")
 	cfg := testenv.Config(t) // the shipped file, as make run reads it
-	require.Equal(t, admin.DemoToken, cfg.Admin.Token)
+	require.Equal(t, demo.AdminToken, cfg.Admin.Token)
 	gw := testenv.StartGateway(t, cfg)
 	gw.WaitReady(t)
 	code, stdout, stderr := testenv.Exec(t, bin, []string{"CALLGATE_ADMIN_URL=" + gw.URL}, "replay", "--since", "24h", "--reason", "trying it", "--dry-run")

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"callgate/internal/admin"
+	"callgate/internal/demo"
 	"callgate/internal/testenv"
 )
 
@@ -16,6 +16,6 @@ func TestBinaryReplayHelpNamesTheTokens(t *testing.T) {
 	bin := testenv.Self(t)
 	_, _, stderr := testenv.Exec(t, bin, nil, "replay", "-h")
 	require.Contains(t, stderr, "The admin token comes from CALLGATE_ADMIN_TOKEN.")
-	require.Contains(t, stderr, "Unset, the demo token "+admin.DemoToken+" is sent")
+	require.Contains(t, stderr, "Unset, the demo token "+demo.AdminToken+" is sent")
 	require.Contains(t, stderr, "demo mode (make run, CALLGATE_DEMO=1)")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"callgate/internal/callback"
+	"callgate/internal/clientaddr"
 	"callgate/internal/replay"
 	"callgate/internal/store"
 )
@@ -40,7 +41,7 @@ type Handler struct {
 	SSOFailures *FailureLimiter
 	// Proxies are admin.trusted_proxies: behind one, the client is the
 	// address it forwarded (ClientAddr).
-	Proxies Proxies
+	Proxies clientaddr.Proxies
 	once    sync.Once
 	// forwardedSeen: the warning about X-Forwarded-For without
 	// trusted_proxies was logged.

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"callgate/internal/demo"
 )
 
 // Token is one admin token, the name that goes into the audit trail and
@@ -31,19 +33,6 @@ type Token struct {
 
 // maxTokenName bounds a token's name (it is the audit's actor).
 const maxTokenName = 64
-
-// DemoToken is the admin token of demo mode: with CALLGATE_DEMO=1 and no
-// admin.token (nor single sign-on) configured, the gateway accepts it, so
-// `make run` opens the console and `bin/worker replay` at once. It is
-// published (docs/getting-started.md), so it is refused outside demo mode,
-// as the demo sources' secrets are (config.Validate).
-const DemoToken = "demo:" + demoSecret + ":operator"
-
-const demoSecret = "callgate-demo-admin"
-
-// HoldsDemoToken reports whether the admin.token setting s holds the demo
-// token's secret, in any of its forms.
-func HoldsDemoToken(s string) bool { return strings.Contains(s, demoSecret) }
 
 // Tokens are the configured admin tokens. Empty means the admin surface is
 // off.
@@ -151,7 +140,7 @@ func (t Tokens) Summary() string {
 // token of the operator's own replaces it. The console's login page then
 // shows it.
 func (t Tokens) AcceptDemo() bool {
-	_, err := t.Authenticate(DemoToken)
+	_, err := t.Authenticate(demo.AdminToken)
 	return err == nil
 }
 

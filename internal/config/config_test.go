@@ -11,6 +11,7 @@ import (
 
 	"callgate/internal/admin"
 	"callgate/internal/config"
+	"callgate/internal/demo"
 )
 
 var kinds = []string{"payment", "logistics"}
@@ -444,10 +445,10 @@ func TestDemoAdminToken(t *testing.T) {
 
 	cfg, err = parse("demo: true\n")
 	require.NoError(t, err)
-	require.Equal(t, admin.DemoToken, cfg.Admin.Token)
+	require.Equal(t, demo.AdminToken, cfg.Admin.Token)
 	tokens, err := admin.ParseTokens(cfg.Admin.Token)
 	require.NoError(t, err)
-	who, err := tokens.Authenticate(admin.DemoToken)
+	who, err := tokens.Authenticate(demo.AdminToken)
 	require.NoError(t, err)
 	require.Equal(t, admin.RoleOperator, who.Role)
 
@@ -461,9 +462,9 @@ func TestDemoAdminToken(t *testing.T) {
 	require.Empty(t, cfg.Admin.Token, "single sign-on configured: no demo token beside it")
 
 	t.Setenv("CALLGATE_DEMO", "")
-	_, err = parse("admin: {token: '" + admin.DemoToken + "'}\n")
+	_, err = parse("admin: {token: '" + demo.AdminToken + "'}\n")
 	require.ErrorContains(t, err, "line 1: admin.token: holds the published demo admin token, which works only in demo mode (CALLGATE_DEMO=1)")
-	t.Setenv("CALLGATE_ADMIN_TOKEN", "ops:a-real-token-1,"+admin.DemoToken)
+	t.Setenv("CALLGATE_ADMIN_TOKEN", "ops:a-real-token-1,"+demo.AdminToken)
 	_, err = parse("")
 	require.ErrorContains(t, err, "CALLGATE_ADMIN_TOKEN: admin.token: holds the published demo admin token")
 }

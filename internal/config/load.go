@@ -10,7 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"callgate/internal/admin"
+	"callgate/internal/demo"
 	"callgate/internal/scheduler"
 	"callgate/internal/store"
 )
@@ -158,7 +158,7 @@ func Parse(raw []byte, kinds []string) (*Config, error) {
 	if cfg.Demo && cfg.Admin.Token == "" && cfg.Admin.OIDC.Issuer == "" {
 		// Demo mode opens the admin side with the published demo token
 		// (refused outside demo mode, by Validate).
-		cfg.Admin.Token = admin.DemoToken
+		cfg.Admin.Token = demo.AdminToken
 	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(kinds); err != nil {

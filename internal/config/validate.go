@@ -1,7 +1,8 @@
 package config
 
 import (
-	"callgate/internal/admin"
+	"callgate/internal/clientaddr"
+	"callgate/internal/demo"
 	"callgate/internal/outbound"
 	"callgate/internal/source"
 	"callgate/internal/store"
@@ -45,10 +46,10 @@ func (c Config) Validate(kinds []string) error {
 	section("mysql", c.mysqlValidate())
 	section("amqp", c.AMQP.Validate())
 	section("admin", c.Admin.Replay.Validate())
-	if _, err := admin.ParseProxies(c.Admin.TrustedProxies); err != nil {
+	if _, err := clientaddr.ParseProxies(c.Admin.TrustedProxies); err != nil {
 		section("admin", err)
 	}
-	if !c.Demo && admin.HoldsDemoToken(c.Admin.Token) {
+	if !c.Demo && demo.HoldsAdminToken(c.Admin.Token) {
 		errs = append(errs, errors.New("admin.token: holds the published demo admin token, which works only in demo mode ("+EnvDemo+"=1): set a token of your own"))
 	}
 	section("admin.oidc", c.Admin.OIDC.validate())

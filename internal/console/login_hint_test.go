@@ -11,6 +11,7 @@ import (
 
 	"callgate/internal/admin"
 	"callgate/internal/console"
+	"callgate/internal/demo"
 )
 
 // TestLoginPageNamesTheDemoToken: in demo mode (`make run`: the gateway
@@ -32,13 +33,13 @@ func TestLoginPageNamesTheDemoToken(t *testing.T) {
 		return w.Body.String()
 	}
 
-	demo := page(t, admin.DemoToken)
-	require.Contains(t, demo, `id="demo-token"`)
-	require.Contains(t, demo, "<code>"+admin.DemoToken+"</code>")
-	require.Contains(t, demo, "CALLGATE_ADMIN_TOKEN")
+	demoPage := page(t, demo.AdminToken)
+	require.Contains(t, demoPage, `id="demo-token"`)
+	require.Contains(t, demoPage, "<code>"+demo.AdminToken+"</code>")
+	require.Contains(t, demoPage, "CALLGATE_ADMIN_TOKEN")
 
 	own := page(t, "ops:"+operatorToken+":operator")
-	require.NotContains(t, own, admin.DemoToken)
+	require.NotContains(t, own, demo.AdminToken)
 	require.NotContains(t, own, `id="demo-token"`)
 	require.Contains(t, own, "One of the tokens in CALLGATE_ADMIN_TOKEN.")
 }

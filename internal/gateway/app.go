@@ -11,7 +11,10 @@ import (
 
 	"callgate/internal/admin"
 	"callgate/internal/broker"
+	"callgate/internal/clientaddr"
 	"callgate/internal/config"
+	"callgate/internal/demo"
+	"callgate/internal/ingest"
 	"callgate/internal/intake"
 	"callgate/internal/kinds"
 	"callgate/internal/listen"
@@ -65,7 +68,7 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 	if cfg.HTTP.AdminAddr == "" && !cfg.Metrics.Public {
 		log.Info("gateway: /metrics is not served (no http.admin_addr, metrics.public false; CALLGATE_METRICS_PUBLIC=1 serves it on the public listener)")
 	}
-	proxies, err := admin.ParseProxies(cfg.Admin.TrustedProxies)
+	proxies, err := clientaddr.ParseProxies(cfg.Admin.TrustedProxies)
 	if err != nil {
 		return fmt.Errorf("admin.%w", err)
 	}
@@ -138,8 +141,8 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 	// The intake announces what it stores: a group-commit batch's new
 	// callbacks in one announcement per kind. (Closed before the broker
 	// stops, so its last announcements are published.)
-	announceNew := intake.AnnounceNew(ann, log)
-	var inserter intake.Inserter = intake.OneByOne{Store: st, Announce: announceNew}
+	announceNew := ingest.AnnounceNew(ann, log)
+	var inserter ingest.Inserter = ingest.OneByOne{Store: st, Announce: announceNew}
 	if cfg.MySQL.GroupCommit {
 		b := store.NewBatcher(st, cfg.MySQL.GroupCommitWriters, cfg.MySQL.GroupCommitMaxBatch, log, announceNew)
 		defer b.Close()
@@ -252,13 +255,13 @@ func RunListeners(ctx context.Context, cfg *config.Config, log *slog.Logger, ls 
 	}
 	if cfg.Demo {
 		gcfg.Listening = func() {
-			if cfg.Admin.Token == admin.DemoToken {
+			if cfg.Admin.Token == demo.AdminToken {
 				console := baseURL(served.Public, cfg.HTTP)
 				if served.Admin != nil {
 					console = baseURL(served.Admin, cfg.HTTP)
 				}
-				log.Info("gateway: demo: the console is at "+console+"/admin/, log in with the demo admin token "+admin.DemoToken,
-					"url", console+"/admin/", "token", admin.DemoToken)
+				log.Info("gateway: demo: the console is at "+console+"/admin/, log in with the demo admin token "+demo.AdminToken,
+					"url", console+"/admin/", "token", demo.AdminToken)
 			}
 			log.Info("gateway: demo: try scripts/demo-callback.sh paydemo", "url", baseURL(served.Public, cfg.HTTP))
 		}
@@ -311,7 +314,7 @@ func baseURL(ln net.Listener, hc config.HTTP) string {
 // It checks the listener serving the console and admin API, as bound
 // (":8080" is every interface, "localhost:8080" loopback).
 func demoTokenOnLoopback(cfg *config.Config, served Listeners) error {
-	if !admin.HoldsDemoToken(cfg.Admin.Token) {
+	if !demo.HoldsAdminToken(cfg.Admin.Token) {
 		return nil
 	}
 	e := &demoExposedError{setting: "http.addr", how: "listen on 127.0.0.1 (" + config.EnvHTTPAddr + "=127.0.0.1:8080, as make run does)", ln: served.Public}

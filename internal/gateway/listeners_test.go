@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"callgate/internal/admin"
 	"callgate/internal/config"
+	"callgate/internal/demo"
 	"callgate/internal/gateway"
 	"callgate/internal/logging"
 	"callgate/internal/testenv"
@@ -110,11 +110,11 @@ func TestStartLineNamesEveryListener(t *testing.T) {
 // anywhere.
 func TestDemoTokenOnlyOnThisMachine(t *testing.T) {
 	t.Parallel()
-	demo := func(c *config.Config) { c.Demo, c.Admin.Token, c.HTTP.Addr = true, admin.DemoToken, ":0" }
+	demoMode := func(c *config.Config) { c.Demo, c.Admin.Token, c.HTTP.Addr = true, demo.AdminToken, ":0" }
 
 	t.Run("refused on every interface", func(t *testing.T) {
 		t.Parallel()
-		logs, done := runListeners(t, testenv.Config(t, demo), gateway.Listeners{})
+		logs, done := runListeners(t, testenv.Config(t, demoMode), gateway.Listeners{})
 		var err error
 		select {
 		case err = <-done:
@@ -131,16 +131,16 @@ func TestDemoTokenOnlyOnThisMachine(t *testing.T) {
 	t.Run("a loopback admin listener", func(t *testing.T) {
 		t.Parallel()
 		adm := loopbackListener(t)
-		logs, _ := runListeners(t, testenv.Config(t, demo), gateway.Listeners{Admin: adm})
+		logs, _ := runListeners(t, testenv.Config(t, demoMode), gateway.Listeners{Admin: adm})
 		line := listeningLine(t, logs)
 		_, port, err := net.SplitHostPort(line["public"].(string))
 		require.NoError(t, err)
 		testenv.WaitReadyURL(t, "http://127.0.0.1:"+port)
-		require.Equal(t, http.StatusOK, testenv.AdminCall(t, "http://"+adm.Addr().String(), http.MethodGet, "/admin/api/stats", admin.DemoToken, nil, nil))
+		require.Equal(t, http.StatusOK, testenv.AdminCall(t, "http://"+adm.Addr().String(), http.MethodGet, "/admin/api/stats", demo.AdminToken, nil, nil))
 	})
 	t.Run("a token of one's own", func(t *testing.T) {
 		t.Parallel()
-		cfg := testenv.Config(t, demo, func(c *config.Config) { c.Admin.Token = "ops:a-token-of-our-own" })
+		cfg := testenv.Config(t, demoMode, func(c *config.Config) { c.Admin.Token = "ops:a-token-of-our-own" })
 		logs, _ := runListeners(t, cfg, gateway.Listeners{})
 		line := listeningLine(t, logs)
 		_, port, err := net.SplitHostPort(line["public"].(string))

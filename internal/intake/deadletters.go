@@ -27,9 +27,9 @@ import (
 // source may therefore store so many new dead letters, and so many bytes
 // of them, per hour; past that the request is answered 429 with
 // Retry-After and nothing is stored, and the platform resends it later.
-// Reconciliation's answers (intake.PresetRows from internal/reconcile) are
-// not counted: callgate asked for them over https, and nobody can re-send
-// one.
+// Reconciliation's answers (stored by internal/reconcile through
+// internal/ingest, never through this handler) are not counted: callgate
+// asked for them over https, and nobody can re-send one.
 
 // DeadLetterLimit is one source's bound on new dead letters per hour; a
 // zero field is no bound.

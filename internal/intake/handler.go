@@ -17,17 +17,12 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"callgate/internal/callback"
+	"callgate/internal/ingest"
 	"callgate/internal/metrics"
 	"callgate/internal/platform"
 	"callgate/internal/store"
 	"callgate/internal/tracing"
 )
-
-// Inserter stores a callback as PENDING, announces it when it is new, and
-// says whether it was.
-type Inserter interface {
-	InsertCallback(ctx context.Context, l *callback.Log) (store.InsertResult, error)
-}
 
 // EventChecker says why the worker's handler of kind could not read body
 // as its event (callback.Registry.CheckEvent).
@@ -42,7 +37,9 @@ type Handler struct {
 	// enabled on this gateway"), with why (NewSources); a request to one
 	// is logged with the reason, at most once a minute per source.
 	Disabled map[string]string
-	Store    Inserter
+	// Store stores and announces (ingest.OneByOne, or the group-commit
+	// store.Batcher with ingest.AnnounceNew).
+	Store ingest.Inserter
 	// Events reads a configured JSON source's body as its kind's handler
 	// will, before it is stored: a field of the wrong type is a 400
 	// naming it. Nil: not checked (the worker fails such a callback).
@@ -171,7 +168,7 @@ func (h *Handler) Callback(c *gin.Context) {
 
 	row := h.newRow(c, src, eventID, key, body, now)
 	sctx, cancel := context.WithTimeout(ctx, h.StoreTimeout)
-	res, err := h.Store.InsertCallback(sctx, row)
+	stored, err := ingest.InsertAll(sctx, h.Store, []*callback.Log{row})
 	cancel()
 	if err != nil {
 		h.storeFailed(c, src, err)
@@ -180,8 +177,8 @@ func (h *Handler) Callback(c *gin.Context) {
 	// Committed, and announced by the inserter (queued, never awaited: if
 	// the broker is slow or down the row stays PENDING and compensation
 	// announces it).
-	c.Set(ctxDuplicate, res.Duplicate)
-	h.succeed(c, src, res, eventID)
+	c.Set(ctxDuplicate, stored[0].Duplicate)
+	h.succeed(c, src, stored[0], eventID)
 }
 
 // unknownSource is the answer to a request for a source no config names.
@@ -259,11 +256,11 @@ func readBody(r io.Reader, limit int64) ([]byte, error) {
 	return buf.Bytes(), err
 }
 
-func (h *Handler) succeed(c *gin.Context, src *Source, res store.InsertResult, eventID string) {
+func (h *Handler) succeed(c *gin.Context, src *Source, res platform.Stored, eventID string) {
 	if src.body == nil {
 		b := make([]byte, 0, 64)
 		b = append(b, `{"status":"accepted","log_id":`...)
-		b = strconv.AppendInt(b, res.ID, 10)
+		b = strconv.AppendInt(b, res.LogID, 10)
 		b = append(b, `,"duplicate":`...)
 		b = strconv.AppendBool(b, res.Duplicate)
 		b = append(b, '}')
@@ -275,7 +272,7 @@ func (h *Handler) succeed(c *gin.Context, src *Source, res store.InsertResult, e
 		LogID     int64
 		Duplicate bool
 		EventID   string
-	}{res.ID, res.Duplicate, eventID})
+	}{res.LogID, res.Duplicate, eventID})
 	if err != nil {
 		// The row is stored; a broken template must not make the platform
 		// resend. Fall back to the default body.
@@ -296,7 +293,7 @@ func (h *Handler) newRow(c *gin.Context, src *Source, eventID, key string, body 
 		BusinessKey: key,
 		Status:      callback.StatusPending,
 		Payload:     body,
-		Headers:     StoredHeaders(c.Request.Header, src.stored),
+		Headers:     ingest.StoredHeaders(c.Request.Header, src.stored),
 		TraceID:     tracing.TraceID(c.Request.Context()),
 		ReceivedAt:  now.UTC().Truncate(time.Microsecond), // as stored
 	}
@@ -344,19 +341,4 @@ func WriteError(c *gin.Context, status int, reason string) {
 	}{reason})
 	c.Data(status, "application/json", b)
 	c.Abort()
-}
-
-// StoredHeaders keeps the headers names of h, as stored with a callback.
-func StoredHeaders(h http.Header, names []string) json.RawMessage {
-	m := make(map[string]string, len(names))
-	for _, n := range names {
-		if v := h.Values(n); len(v) > 0 {
-			m[n] = v[0]
-			for _, more := range v[1:] {
-				m[n] += ", " + more
-			}
-		}
-	}
-	b, _ := json.Marshal(m)
-	return b
 }

@@ -2,14 +2,12 @@ package intake
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
-	"callgate/internal/callback"
+	"callgate/internal/ingest"
 	"callgate/internal/platform"
 )
 
@@ -48,7 +46,7 @@ func (h *Handler) presetCallback(c *gin.Context, src *Source, body []byte, now t
 	}
 	template := h.newRow(c, src, "", "", body, now)
 	// The unreadable ones are logged once stored (settleDeadLetters).
-	rows, err := PresetRows(template, cbs, nil)
+	rows, err := ingest.PresetRows(template, cbs, nil)
 	if err != nil {
 		h.refuse(c, src, http.StatusBadRequest, err.Error(), nil)
 		return
@@ -58,7 +56,11 @@ func (h *Handler) presetCallback(c *gin.Context, src *Source, body []byte, now t
 	if !ok {
 		return
 	}
-	stored, err := h.insertAll(ctx, rows)
+	// In the request's order, so that the log ids, and per-key
+	// processing, follow it.
+	sctx, cancel := context.WithTimeout(ctx, h.StoreTimeout)
+	stored, err := ingest.InsertAll(sctx, h.Store, rows)
+	cancel()
 	if err != nil {
 		// What was charged stays spent: the rows before the failure are
 		// stored.
@@ -72,68 +74,4 @@ func (h *Handler) presetCallback(c *gin.Context, src *Source, body []byte, now t
 	}
 	c.Set(ctxDuplicate, dup)
 	write(c, src.Platform.Accepted(stored))
-}
-
-// PresetRows makes the rows the intake stores of the callbacks a preset
-// read (from a notification, or, with template.Origin reconcile, from a
-// platform's answer to a query): one per callback, a copy of template
-// (source, kind, body, headers, trace, times) with the callback's event id,
-// business key and canonical event. A callback that is signed and ours but
-// unreadable is kept (FAILED with the reason by the worker) and reported to
-// unreadable. An error is a reason to refuse them all, nothing stored.
-func PresetRows(template *callback.Log, cbs []platform.Callback, unreadable func(platform.Callback)) ([]*callback.Log, error) {
-	rows := make([]*callback.Log, len(cbs))
-	for i, cb := range cbs {
-		if err := checkIDs(cb); err != nil {
-			return nil, err
-		}
-		event := cb.Event
-		if cb.Unreadable != "" {
-			event = callback.Unreadable{Reason: callback.Truncate(cb.Unreadable, 2000)}
-			if unreadable != nil {
-				unreadable(cb)
-			}
-		}
-		normalized, err := callback.MarshalEvent(event)
-		if err != nil || len(normalized) > callback.MaxNormalizedBytes {
-			return nil, errors.New("the notification's fields are too large")
-		}
-		row := *template
-		row.EventID, row.BusinessKey, row.Normalized = cb.EventID, cb.BusinessKey, normalized
-		rows[i] = &row
-	}
-	return rows, nil
-}
-
-// insertAll stores rows one after the other, in the request's order, so
-// that the log ids, and per-key processing, follow it (several callbacks
-// in one request are rare: Adyen's JSON webhooks carry one item).
-func (h *Handler) insertAll(ctx context.Context, rows []*callback.Log) ([]platform.Stored, error) {
-	sctx, cancel := context.WithTimeout(ctx, h.StoreTimeout)
-	defer cancel()
-	stored := make([]platform.Stored, len(rows))
-	for i, row := range rows {
-		res, err := h.Store.InsertCallback(sctx, row)
-		if err != nil {
-			return nil, err
-		}
-		stored[i] = platform.Stored{LogID: res.ID, Duplicate: res.Duplicate}
-	}
-	return stored, nil
-}
-
-// checkIDs refuses an event id or business key the columns cannot hold or
-// a person could not read back.
-func checkIDs(cb platform.Callback) error {
-	switch {
-	case cb.EventID == "":
-		return fmt.Errorf("the notification has no event id")
-	case len(cb.EventID) > callback.MaxEventIDLen:
-		return fmt.Errorf("event id is longer than %d characters", callback.MaxEventIDLen)
-	case cb.BusinessKey == "":
-		return fmt.Errorf("the notification has no order or waybill number")
-	case len(cb.BusinessKey) > callback.MaxBusinessKeyLen:
-		return fmt.Errorf("business key is longer than %d characters", callback.MaxBusinessKeyLen)
-	}
-	return nil
 }

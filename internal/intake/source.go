@@ -1,23 +1,25 @@
 // Package intake is the HTTP edge where platforms deliver callbacks:
 // POST /callbacks/:source. It reads the body within the source's limit,
-// verifies the signature, finds the event id and business key, stores the
-// callback as PENDING, answers, and hands the log id to the announcer.
+// verifies the signature, finds the event id and business key, has the
+// callback stored as PENDING and announced, and answers.
 //
 // It decides the answers a platform sees (200, duplicate, 400, 401, 404, 413,
-// 503). Verification itself is internal/signature, storage internal/store,
+// 503). Verification itself is internal/signature; the rows, the headers
+// kept with them, storing and announcing them are internal/ingest, the
+// step it shares with reconciliation; storage is internal/store,
 // announcing internal/broker.
 package intake
 
 import (
 	"fmt"
 	"mime"
-	"net/http"
 	"net/netip"
 	"text/template"
 
 	"golang.org/x/time/rate"
 
 	"callgate/internal/callback"
+	"callgate/internal/ingest"
 	"callgate/internal/platform"
 	"callgate/internal/signature"
 	"callgate/internal/source"
@@ -33,7 +35,8 @@ type Source struct {
 	Extractor callback.Extractor
 	// body renders a custom success body; nil means the default JSON.
 	body *template.Template
-	// stored lists the request headers kept with the callback.
+	// stored lists the request headers kept with the callback
+	// (ingest.KeptHeaders).
 	stored []string
 	// limiter is nil when the source has no rate limit.
 	limiter *rate.Limiter
@@ -42,10 +45,6 @@ type Source struct {
 	// contentTypes is empty when any content type is accepted.
 	contentTypes map[string]bool
 }
-
-// commonStoredHeaders are kept with every callback, besides the signature
-// scheme's own headers.
-var commonStoredHeaders = []string{"Content-Type", "User-Agent", "Traceparent", "Tracestate", "X-Request-Id", "X-Forwarded-For"}
 
 // NewSource builds a Source from its config.
 func NewSource(cfg source.Config) (*Source, error) {
@@ -91,14 +90,7 @@ func NewSource(cfg source.Config) (*Source, error) {
 			s.contentTypes[mt] = true
 		}
 	}
-	seen := map[string]bool{}
-	for _, h := range append(append([]string{}, commonStoredHeaders...), headers...) {
-		h = http.CanonicalHeaderKey(h)
-		if !seen[h] {
-			seen[h] = true
-			s.stored = append(s.stored, h)
-		}
-	}
+	s.stored = ingest.KeptHeaders(headers)
 	return s, nil
 }
 

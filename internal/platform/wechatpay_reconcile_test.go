@@ -82,6 +82,7 @@ func TestReconcileFindsALostWeChatPayment(t *testing.T) {
 	require.Equal(t, "query:"+order+":SUCCESS:"+txn, row.EventID)
 	require.Contains(t, string(row.Payload), `"transaction_id":"`+txn+`"`, "the raw answer is kept")
 	require.Contains(t, string(row.Headers), "Wechatpay-Signature")
+	require.Contains(t, string(row.Headers), `"Content-Type":"application/json`, "the headers a notification keeps")
 
 	// The notification of the same payment, late: stored, answered 204,
 	// and applied once already.

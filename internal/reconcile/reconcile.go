@@ -6,9 +6,10 @@
 // is stored as a callback of that source with origin reconcile, the raw
 // answer kept, the canonical event made by the source's preset (its
 // Answerer, on the same mapping its notifications use), and processed by
-// the worker like any other: the same intake rows, the same rules. An
-// answer that says nothing happened stores nothing; one that fails its
-// signature, times out or is refused changes nothing and is counted.
+// the worker like any other: the same rows, made, stored and announced by
+// internal/ingest as the intake's are, the same rules. An answer that
+// says nothing happened stores nothing; one that fails its signature,
+// times out or is refused changes nothing and is counted.
 //
 // The job runs on the scheduler leader only (the fleet's lease), so each
 // order is asked once per step whatever the number of workers, and each
@@ -25,7 +26,7 @@ import (
 	"time"
 
 	"callgate/internal/callback"
-	"callgate/internal/intake"
+	"callgate/internal/ingest"
 	"callgate/internal/outbound"
 	"callgate/internal/platform"
 	"callgate/internal/store"
@@ -196,7 +197,8 @@ type Source struct {
 	SilentFor time.Duration
 	// Answers reads the platform's answers (the source's preset).
 	Answers platform.Answerer
-	// Headers are the answer headers stored with a callback.
+	// Headers are the answer headers stored with a callback
+	// (ingest.KeptHeaders).
 	Headers []string
 	// gate is the source's rate, pause and circuit (gate.go); its
 	// transport is under the querier's client.
@@ -213,7 +215,8 @@ type Job struct {
 	Config  Config
 	Store   *store.Store
 	Sources map[string]*Source
-	// Announce announces stored callbacks (the intake's announcer).
+	// Announce announces stored callbacks (ingest.AnnounceNew over the
+	// worker's announcer); nil: compensation finds them.
 	Announce func([]store.Inserted)
 	// ReannounceAfter is when compensation announces a stored callback
 	// again (scheduler.compensation.threshold).
@@ -525,7 +528,9 @@ func (j *Job) answered(src *Source, g *gate, rep Report) {
 }
 
 // store turns a verified answer into the intake's rows, through the
-// source's preset, and stores and announces them.
+// source's preset, and stores and announces them (internal/ingest, as the
+// intake does a notification). A row the primary alone holds counts as
+// found: it is stored and announced.
 func (j *Job) store(ctx context.Context, src *Source, order string, ans Answer) (string, []platform.Stored, error) {
 	cbs, err := src.Answers.ReadAnswer(order, ans.Body)
 	if errors.Is(err, platform.ErrRefundedAnswer) {
@@ -540,34 +545,29 @@ func (j *Job) store(ctx context.Context, src *Source, order string, ans Answer) 
 	now := j.now().UTC().Truncate(time.Microsecond)
 	due := now.Add(j.ReannounceAfter)
 	template := &callback.Log{Source: src.Name, Kind: src.Kind, Status: callback.StatusPending, Payload: ans.Body,
-		Headers: intake.StoredHeaders(ans.Header, src.Headers), TraceID: tracing.TraceID(tracing.FromHeaders(ctx, nil)),
+		Headers: ingest.StoredHeaders(ans.Header, src.Headers), TraceID: tracing.TraceID(tracing.FromHeaders(ctx, nil)),
 		ReceivedAt: now, NextAttemptAt: &due,
 		Origin: callback.OriginReconcile}
-	rows, err := intake.PresetRows(template, cbs, func(cb platform.Callback) {
+	rows, err := ingest.PresetRows(template, cbs, func(cb platform.Callback) {
 		j.Log.Warn("reconcile: answer stored unreadable", "source", src.Name, "order", order, "event_id", cb.EventID, "reason", cb.Unreadable)
 	})
 	if err != nil {
 		return OutcomeNotOurs, nil, err
 	}
-	stored := make([]platform.Stored, 0, len(rows))
-	var fresh []store.Inserted
-	for i, row := range rows {
-		res, err := j.Store.InsertCallback(ctx, row)
-		if err != nil && !errors.Is(err, store.ErrNotReplicated) {
-			return OutcomeStoreFailed, stored, err
-		}
-		stored = append(stored, platform.Stored{LogID: res.ID, Duplicate: res.Duplicate})
-		if res.ID != 0 && !res.Duplicate {
-			fresh = append(fresh, store.Inserted{ID: res.ID, Kind: row.Kind, TraceID: row.TraceID})
+	stored, err := ingest.InsertAll(ctx, ingest.OneByOne{Store: j.Store, Announce: j.Announce}, rows)
+	if err != nil && !errors.Is(err, store.ErrNotReplicated) {
+		return OutcomeStoreFailed, stored, err
+	}
+	fresh := 0
+	for i, s := range stored {
+		if s.LogID != 0 && !s.Duplicate {
+			fresh++
 			if j.Found != nil {
 				j.Found(src.Name, foundKind(cbs[i]))
 			}
 		}
 	}
-	if len(fresh) > 0 && j.Announce != nil {
-		j.Announce(fresh)
-	}
-	j.Log.Info("reconcile: the platform's answer was stored", "source", src.Name, "order", order, "callbacks", len(stored), "new", len(fresh))
+	j.Log.Info("reconcile: the platform's answer was stored", "source", src.Name, "order", order, "callbacks", len(stored), "new", fresh)
 	return OutcomeFound, stored, nil
 }
 

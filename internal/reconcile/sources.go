@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"callgate/internal/ingest"
 	"callgate/internal/outbound"
 	"callgate/internal/platform"
 	"callgate/internal/source"
@@ -40,7 +41,7 @@ func ForSource(ctx context.Context, s source.Config, plat platform.Platform, cfg
 	if err != nil {
 		return nil, "", err
 	}
-	src.Name, src.Kind, src.Answers, src.Headers, src.gate = s.Name, s.Kind, answers, plat.Headers(), g
+	src.Name, src.Kind, src.Answers, src.Headers, src.gate = s.Name, s.Kind, answers, ingest.KeptHeaders(plat.Headers()), g
 	return src, "", nil
 }
 

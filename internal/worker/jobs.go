@@ -13,7 +13,7 @@ import (
 	"github.com/go-co-op/gocron/v2"
 
 	"callgate/internal/broker"
-	"callgate/internal/intake"
+	"callgate/internal/ingest"
 	"callgate/internal/listen"
 	"callgate/internal/metrics"
 	"callgate/internal/platform"
@@ -59,7 +59,7 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 			return topo.UnroutedDepth(conn)
 		}}
 
-	recon, err := Reconciliation(ctx, set, st, platforms, intake.AnnounceNew(ann, logger), m, logger)
+	recon, err := Reconciliation(ctx, set, st, platforms, ingest.AnnounceNew(ann, logger), m, logger)
 	if err != nil {
 		return nil, err
 	}

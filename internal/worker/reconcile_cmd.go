@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"callgate/internal/broker"
-	"callgate/internal/intake"
+	"callgate/internal/ingest"
 	"callgate/internal/metrics"
 	"callgate/internal/platform"
 	"callgate/internal/reconcile"
@@ -80,7 +80,7 @@ func reconcileOne(ctx context.Context, set Settings, kinds []string, code string
 	if werr != nil {
 		fmt.Fprintf(out, "the broker cannot be reached: what is stored is announced by compensation (scheduler.compensation.threshold)\n")
 	}
-	job, err := Reconciliation(ctx, set, st, platforms, intake.AnnounceNew(mq.Announcer, logger), metrics.New("worker"), logger)
+	job, err := Reconciliation(ctx, set, st, platforms, ingest.AnnounceNew(mq.Announcer, logger), metrics.New("worker"), logger)
 	if err != nil {
 		return err
 	}
