@@ -36,9 +36,9 @@ func TestDeadLettersDroppedOnTheConsole(t *testing.T) {
 	}
 	r := &scheduler.Retention{Store: e.st.Store, DeadLetterMaxAge: cfg.Scheduler.Retention.DeadLetterMaxAge, BatchSize: 10,
 		Log: testenv.Logger(t, cfg)}
-	n, _, err := r.RunOnce(t.Context())
+	res, err := r.RunOnce(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, 2, n)
+	require.Equal(t, 2, res.DeadLetters)
 
 	var stats struct {
 		DeadLettersDropped []struct {

@@ -33,8 +33,10 @@ type Row = store.OutboxRow
 // MessageID is the stable id of the n-th (from 0) message with routingKey
 // that callback logID produced: "cb<logID>.<routingKey>", with ".<n>" added
 // from the second one on. A retry or replay that writes the same
-// notification again gets the same id (and the unique key refuses a second
-// row), so a subscriber can dedupe on it.
+// notification again gets the same id, so a subscriber can dedupe on it.
+// (The handlers are idempotent: a replay of a settled callback writes no
+// notification again. Since migration 025 message_id is a plain key of
+// the partitioned outbox, no longer a unique one.)
 func MessageID(logID int64, routingKey string, n int) string {
 	id := store.MessageIDPrefix(logID) + routingKey
 	if n > 0 {

@@ -20,6 +20,7 @@ type Config struct {
 	OutboxRelay  outbox.RelayConfig `yaml:"outbox_relay"`
 	Stuck        StuckConfig        `yaml:"stuck"`
 	Retention    RetentionConfig    `yaml:"retention"`
+	Partitions   PartitionsConfig   `yaml:"partitions"`
 	Gauges       GaugesConfig       `yaml:"gauges"`
 	// Reconcile asks the platforms about orders nothing was heard of
 	// (internal/reconcile).
@@ -54,14 +55,20 @@ type StuckConfig struct {
 	BatchSize int `yaml:"batch_size"`
 }
 
-// RetentionConfig configures the deletion of old SUCCESS callbacks, SENT
-// outbox rows and callback_key rows, and of old dead letters.
+// RetentionConfig configures the dropping of old days (SUCCESS
+// callbacks, their attempts, SENT outbox rows), the deletion of old
+// callback_key rows, and of old dead letters and events.
 type RetentionConfig struct {
 	// Interval between runs. Default 10m.
 	Interval time.Duration `yaml:"interval"`
-	// MaxAge: rows older than this go; 0 keeps them (so WithDefaults
-	// leaves it alone: the file's default is RetentionMaxAgeDefault).
-	// FAILED callbacks are never deleted, but for dead letters.
+	// MaxAge: a day of callback_log, callback_attempt and outbox is
+	// dropped once it ended this long ago (its rows go between MaxAge and
+	// MaxAge plus a day after they were received, written or moved), and
+	// callback_key rows not locked for this long go; 0 keeps them (so
+	// WithDefaults leaves it alone: the file's default is
+	// RetentionMaxAgeDefault). Callbacks that are not SUCCESS and outbox
+	// rows not SENT are moved to today's day first: FAILED callbacks are
+	// never dropped, dead letters go at DeadLetterMaxAge.
 	MaxAge time.Duration `yaml:"max_age"`
 	// DeadLetterMaxAge: dead letters (FAILED callbacks whose event is a
 	// callback.Unreadable: signed and ours, but never readable) FAILED
@@ -78,6 +85,17 @@ type RetentionConfig struct {
 	DedupeMaxAge time.Duration `yaml:"dedupe_max_age"`
 	// BatchSize rows per short transaction. Default 500.
 	BatchSize int `yaml:"batch_size"`
+}
+
+// PartitionsConfig configures the creation of day partitions ahead of
+// time (callback_log, callback_attempt, outbox: migration 025).
+type PartitionsConfig struct {
+	// Interval between runs, the first one an interval after a worker
+	// starts. Default 1h.
+	Interval time.Duration `yaml:"interval"`
+	// DaysAhead: a partition exists for every UTC day from today through
+	// today + DaysAhead. Default 7; at least 2.
+	DaysAhead int `yaml:"days_ahead"`
 }
 
 // GaugesConfig configures the backlog gauges' refresh.
@@ -99,6 +117,11 @@ const (
 	RetentionMaxAgeDefault       = 30 * 24 * time.Hour
 	RetentionBatchDefault        = 500
 	GaugesIntervalDefault        = 15 * time.Second
+	PartitionsIntervalDefault    = time.Hour
+	PartitionsDaysAheadDefault   = 7
+	// PartitionsDaysAheadMin leaves a day's margin past tomorrow: a
+	// worker fleet down over a midnight still finds tomorrow's partition.
+	PartitionsDaysAheadMin = 2
 )
 
 // RetentionDeadLetterMaxAgeDefault, 90 days, is three times the longest
@@ -142,6 +165,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Gauges.Interval == 0 {
 		c.Gauges.Interval = GaugesIntervalDefault
+	}
+	if c.Partitions.Interval == 0 {
+		c.Partitions.Interval = PartitionsIntervalDefault
+	}
+	if c.Partitions.DaysAhead == 0 {
+		c.Partitions.DaysAhead = PartitionsDaysAheadDefault
 	}
 	return c
 }
@@ -196,6 +225,12 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("retention.dedupe_max_age: %s must be at least max_age (%s), or 0 to keep events", r.DedupeMaxAge, r.MaxAge))
 	} else if r.DedupeMaxAge > 0 && r.DedupeMaxAge < RetentionDedupeMinAge {
 		errs = append(errs, fmt.Errorf("retention.dedupe_max_age: %s must be at least %s, the longest platform retry window (Adyen's 30 days), or 0 to keep events", r.DedupeMaxAge, RetentionDedupeMinAge))
+	}
+	if c.Partitions.Interval < 0 {
+		errs = append(errs, errors.New("partitions.interval: must not be negative"))
+	}
+	if c.Partitions.DaysAhead != 0 && c.Partitions.DaysAhead < PartitionsDaysAheadMin {
+		errs = append(errs, fmt.Errorf("partitions.days_ahead: %d must be at least %d", c.Partitions.DaysAhead, PartitionsDaysAheadMin))
 	}
 	return errors.Join(errs...)
 }

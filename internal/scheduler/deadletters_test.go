@@ -63,9 +63,9 @@ func TestRetentionDropsOldDeadLetters(t *testing.T) {
 		mk("stripe", "read-after-a-fix", readable, callback.StatusSuccess, now.Add(-10*day)))
 
 	r := &scheduler.Retention{Store: st.Store, MaxAge: 30 * day, DeadLetterMaxAge: 90 * day, BatchSize: 3, Log: quiet}
-	cbs, _, err := r.RunOnce(t.Context())
+	res, err := r.RunOnce(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, len(dropped), cbs)
+	require.Equal(t, len(dropped), res.DeadLetters)
 
 	var left []int64
 	require.NoError(t, st.DB.Model(&callback.Log{}).Order("id").Pluck("id", &left).Error)
@@ -89,9 +89,9 @@ func TestRetentionDropsOldDeadLetters(t *testing.T) {
 	require.Equal(t, map[string]int64{"stripe": 4, "adyen": 1}, counts())
 
 	// Nothing more is due: the count stays.
-	cbs, _, err = r.RunOnce(t.Context())
+	res, err = r.RunOnce(t.Context())
 	require.NoError(t, err)
-	require.Zero(t, cbs)
+	require.Zero(t, res.DeadLetters)
 	require.Equal(t, map[string]int64{"stripe": 4, "adyen": 1}, counts())
 
 	// A dead letter FAILED after the walk's last row is found by the next
@@ -99,14 +99,14 @@ func TestRetentionDropsOldDeadLetters(t *testing.T) {
 	// worker's now, never 90 days ago) is found by a new Retention, another
 	// worker taking the lease over, which walks from the start.
 	late := mk("stripe", "late-dead", unreadable, callback.StatusFailed, now.Add(-95*day))
-	cbs, _, err = r.RunOnce(t.Context())
+	res, err = r.RunOnce(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, 1, cbs)
+	require.Equal(t, 1, res.DeadLetters)
 	mk("adyen", "dead-b", unreadable, callback.StatusFailed, now.Add(-300*day))
 	other := &scheduler.Retention{Store: st.Store, MaxAge: 30 * day, DeadLetterMaxAge: 90 * day, BatchSize: 3, Log: quiet}
-	cbs, _, err = other.RunOnce(t.Context())
+	res, err = other.RunOnce(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, 1, cbs)
+	require.Equal(t, 1, res.DeadLetters)
 	require.Equal(t, map[string]int64{"stripe": 5, "adyen": 2}, counts())
 	var n int64
 	require.NoError(t, st.DB.Model(&callback.Log{}).Where("id = ?", late).Count(&n).Error)
@@ -115,8 +115,8 @@ func TestRetentionDropsOldDeadLetters(t *testing.T) {
 	// dead_letter_max_age 0 keeps them.
 	mk("stripe", "kept-dead", unreadable, callback.StatusFailed, now.Add(-400*day))
 	keep := &scheduler.Retention{Store: st.Store, MaxAge: 30 * day, BatchSize: 3, Log: quiet}
-	cbs, _, err = keep.RunOnce(t.Context())
+	res, err = keep.RunOnce(t.Context())
 	require.NoError(t, err)
-	require.Zero(t, cbs)
+	require.Zero(t, res.DeadLetters)
 	require.Equal(t, map[string]int64{"stripe": 5, "adyen": 2}, counts())
 }

@@ -22,14 +22,17 @@ func TestRetentionForgetsOldEventsOnlyOnceTheirCallbackIsGone(t *testing.T) {
 	t.Parallel()
 	cfg := testenv.Config(t)
 	st := testenv.Store(t, cfg)
+	st.PastDays(t, 3)
 	now := time.Now().UTC()
 	day := 24 * time.Hour
+	// Every callback on a day that retention drops (max_age 2 days);
+	// their events as old as their received_at.
 	mk := func(event string, status callback.Status, received time.Time) int64 {
 		res, err := st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: event, BusinessKey: "K",
 			Payload: []byte(`{}`), TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", ReceivedAt: received})
 		require.NoError(t, err)
 		require.False(t, res.Duplicate)
-		updates := map[string]any{"status": status}
+		updates := map[string]any{"status": status, "retain_day": testenv.Day(3)}
 		if status != callback.StatusPending {
 			updates["processed_at"] = received.Add(time.Minute)
 		}
@@ -48,10 +51,13 @@ func TestRetentionForgetsOldEventsOnlyOnceTheirCallbackIsGone(t *testing.T) {
 		"young-gone":  mk("young-gone", callback.StatusSuccess, now.Add(-60*day)),
 	}
 
-	r := &scheduler.Retention{Store: st.Store, MaxAge: 30 * day, DedupeMaxAge: 90 * day, BatchSize: 2, Log: quiet}
-	cbs, _, err := r.RunOnce(t.Context())
+	r := &scheduler.Retention{Store: st.Store, MaxAge: 2 * day, DedupeMaxAge: 90 * day, BatchSize: 2, Log: quiet}
+	res, err := r.RunOnce(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, 6, cbs, "the SUCCESS callbacks older than max_age")
+	require.NotEmpty(t, res.Days)
+	var stored []string
+	require.NoError(t, st.DB.Raw(`SELECT event_id FROM callback_log ORDER BY event_id`).Scan(&stored).Error)
+	require.Equal(t, []string{"old-failed", "old-pending"}, stored, "the SUCCESS callbacks went with their day")
 
 	var left []string
 	require.NoError(t, st.DB.Raw(`SELECT event_id FROM callback_event ORDER BY event_id`).Scan(&left).Error)
@@ -73,8 +79,8 @@ func TestRetentionForgetsOldEventsOnlyOnceTheirCallbackIsGone(t *testing.T) {
 
 	// dedupe_max_age 0 keeps them.
 	mk("old-again", callback.StatusSuccess, now.Add(-100*day))
-	keep := &scheduler.Retention{Store: st.Store, MaxAge: 30 * day, BatchSize: 2, Log: quiet}
-	_, _, err = keep.RunOnce(t.Context())
+	keep := &scheduler.Retention{Store: st.Store, MaxAge: 2 * day, BatchSize: 2, Log: quiet}
+	_, err = keep.RunOnce(t.Context())
 	require.NoError(t, err)
 	var n int
 	require.NoError(t, st.DB.Raw(`SELECT COUNT(*) FROM callback_event WHERE event_id = 'old-again'`).Scan(&n).Error)
@@ -89,6 +95,7 @@ func TestRetentionForgetsEventsBehindMoreKeptOnesThanABatch(t *testing.T) {
 	t.Parallel()
 	cfg := testenv.Config(t)
 	st := testenv.Store(t, cfg)
+	st.PastDays(t, 3)
 	now := time.Now().UTC()
 	day := 24 * time.Hour
 	mk := func(event string, status callback.Status, received time.Time) {
@@ -97,7 +104,7 @@ func TestRetentionForgetsEventsBehindMoreKeptOnesThanABatch(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, res.Duplicate)
 		require.NoError(t, st.DB.Model(&callback.Log{}).Where("id = ?", res.ID).
-			Updates(map[string]any{"status": status, "processed_at": received.Add(time.Minute)}).Error)
+			Updates(map[string]any{"status": status, "processed_at": received.Add(time.Minute), "retain_day": testenv.Day(3)}).Error)
 	}
 	var kept []string
 	for i := range 5 {
@@ -109,10 +116,14 @@ func TestRetentionForgetsEventsBehindMoreKeptOnesThanABatch(t *testing.T) {
 		mk(fmt.Sprintf("gone-%d", i), callback.StatusSuccess, now.Add(-100*day+time.Duration(i)*time.Second))
 	}
 
-	r := &scheduler.Retention{Store: st.Store, MaxAge: 30 * day, DedupeMaxAge: 90 * day, BatchSize: 2, Log: quiet}
-	cbs, _, err := r.RunOnce(t.Context())
+	r := &scheduler.Retention{Store: st.Store, MaxAge: 2 * day, DedupeMaxAge: 90 * day, BatchSize: 2, Log: quiet}
+	res, err := r.RunOnce(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, 3, cbs)
+	moved := 0
+	for _, d := range res.Days {
+		moved += d.KeptCallbacks
+	}
+	require.Equal(t, len(kept), moved, "the FAILED ones kept, the others dropped with their day")
 	var left []string
 	require.NoError(t, st.DB.Raw(`SELECT event_id FROM callback_event ORDER BY event_id`).Scan(&left).Error)
 	require.Equal(t, kept, left, "one run: the events behind the kept ones are gone")

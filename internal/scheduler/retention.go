@@ -1,34 +1,44 @@
 package scheduler
 
 import (
-	"callgate/internal/store"
 	"context"
 	"log/slog"
 	"time"
+
+	"callgate/internal/store"
 )
 
-// Retention deletes SUCCESS callbacks (with their attempts), SENT outbox
-// rows and per-key lock rows (callback_key) older than MaxAge, and dead
-// letters FAILED longer ago than DeadLetterMaxAge, in small batches, each
-// its own short transaction, so the tables are never locked for long.
-// Other FAILED callbacks are never deleted: an operator has to look at
-// them. A dead letter (signed and ours, but unreadable by its preset:
-// callback.Unreadable) is kept as long as an operator may fix the
-// configuration and replay it, and then goes, counted per source in
-// dead_letters_dropped: otherwise re-sent captured deliveries that each
-// make a new one would grow the table without bound. A max age of 0 keeps
-// those rows.
+// Retention removes what callgate no longer needs to keep, once per run:
 //
-// Deleting a callback does not forget its (source, event_id): the intake
-// remembers it in callback_event (and the deletion writes it there first,
-// in its transaction, for a row an older gateway stored without one),
-// which retention empties separately, of events received before
-// DedupeMaxAge whose callback is gone (never one whose callback_log row
-// is still there), so a platform re-sending an event is answered as a
-// duplicate until then. MaxAge should still
-// outlive every platform's retry window (Stripe's is 3 days, Adyen's 30;
-// the default is 30 days): a duplicate whose row is gone answers a log_id
-// that cannot be looked up. The handlers are idempotent besides.
+//   - the days of callback_log, callback_attempt and outbox (day
+//     partitions, migration 025) that ended MaxAge ago or more, each
+//     dropped in one ALTER TABLE ... DROP PARTITION per table whatever its
+//     row count (store.DropDaysBefore). What a day must not lose is moved
+//     to today's partition first, so it stays at least MaxAge more: every
+//     callback that is not SUCCESS (PENDING, FAILED: an operator has to
+//     look at them; dead letters until their own age) with all its
+//     attempts, and every outbox row not SENT. A row is therefore kept
+//     between MaxAge and MaxAge plus one day after the day it was
+//     received (or written, or moved: retention's move and a replay both
+//     give a row today's day);
+//   - callback_key rows (per-key lock anchors) not locked for MaxAge;
+//   - dead letters FAILED longer ago than DeadLetterMaxAge, with their
+//     attempts, row by row (they are few): a dead letter (signed and
+//     ours, but unreadable by its preset: callback.Unreadable) is kept as
+//     long as an operator may fix the configuration and replay it, and
+//     then goes, counted per source in dead_letters_dropped: otherwise
+//     re-sent captured deliveries that each make a new one would grow the
+//     table without bound;
+//   - callback_event rows received before DedupeMaxAge whose callback is
+//     gone (never one whose callback_log row is still there).
+//
+// A max age of 0 keeps those rows. Dropping a callback does not forget
+// its (source, event_id): the intake remembers it in callback_event (with
+// the log_id), so a platform re-sending an event is answered as a
+// duplicate until DedupeMaxAge. MaxAge should still outlive every
+// platform's retry window (Stripe's is 3 days, Adyen's 30; the default
+// is 30 days): a duplicate whose row is gone answers a log_id that cannot
+// be looked up. The handlers are idempotent besides.
 type Retention struct {
 	Store            *store.Store
 	MaxAge           time.Duration
@@ -36,6 +46,11 @@ type Retention struct {
 	DedupeMaxAge     time.Duration
 	BatchSize        int
 	Log              *slog.Logger
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// LockWait is how long a drop waits for the partitions lock and a
+	// table's metadata lock (0: PartitionsLockWait).
+	LockWait time.Duration
 
 	// deadLetters is where the walk through old FAILED callbacks stopped
 	// (see store.DeadLetterCursor): each run reads only what came due
@@ -44,47 +59,73 @@ type Retention struct {
 	deadLetters store.DeadLetterCursor
 }
 
-// RunOnce deletes what is due and returns how many callbacks (dead letters
-// included) and outbox rows it removed.
-func (r *Retention) RunOnce(ctx context.Context) (callbacks, outboxRows int, err error) {
-	var keys, dead, events int
-	now := time.Now().UTC()
+// RetentionResult is what one run removed and kept.
+type RetentionResult struct {
+	// Days are the days dropped, each with its partitions and the rows it
+	// kept (moved to today's partition).
+	Days []store.DroppedDay
+	// DeadLetters, Keys and Events are the rows deleted one by one.
+	DeadLetters, Keys, Events int
+}
+
+// RunOnce removes what is due (in that order: the dead letters, the days,
+// the key rows, and last the events, which go only once their callback
+// has).
+func (r *Retention) RunOnce(ctx context.Context) (RetentionResult, error) {
+	var res RetentionResult
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
 	attrs := []any{}
-	if r.MaxAge > 0 {
-		cutoff := now.Add(-r.MaxAge)
-		attrs = append(attrs, "older_than", cutoff)
-		if callbacks, err = r.drain(ctx, r.Store.DeleteSucceededBefore, cutoff); err != nil {
-			return callbacks, 0, err
-		}
-		if outboxRows, err = r.drain(ctx, r.Store.DeleteSentBefore, cutoff); err != nil {
-			return callbacks, outboxRows, err
-		}
-		// A key row is a lock anchor, created again when its key comes back.
-		if keys, err = r.drain(ctx, r.Store.DeleteKeysBefore, cutoff); err != nil {
-			return callbacks, outboxRows, err
+	var err error
+	// Dead letters first: those due go now rather than be moved out of a
+	// day that is dropped.
+	if r.DeadLetterMaxAge > 0 {
+		cutoff := now().UTC().Add(-r.DeadLetterMaxAge)
+		attrs = append(attrs, "dead_letters_older_than", cutoff)
+		if res.DeadLetters, err = r.dropDeadLetters(ctx, cutoff); err != nil {
+			return res, err
 		}
 	}
-	if r.DeadLetterMaxAge > 0 {
-		cutoff := now.Add(-r.DeadLetterMaxAge)
-		attrs = append(attrs, "dead_letters_older_than", cutoff)
-		dead, err = r.dropDeadLetters(ctx, cutoff)
-		callbacks += dead
+	if r.MaxAge > 0 {
+		cutoff := now().UTC().Add(-r.MaxAge)
+		attrs = append(attrs, "older_than", cutoff)
+		lockWait := PartitionsLockWait
+		if r.LockWait > 0 {
+			lockWait = r.LockWait
+		}
+		res.Days, err = r.Store.DropDaysBefore(ctx, cutoff, r.BatchSize, lockWait)
+		r.logDays(res.Days)
 		if err != nil {
-			return callbacks, outboxRows, err
+			return res, err
+		}
+		// A key row is a lock anchor, created again when its key comes back.
+		if res.Keys, err = r.drain(ctx, r.Store.DeleteKeysBefore, cutoff); err != nil {
+			return res, err
 		}
 	}
 	// After the callbacks: an event goes only once its callback has.
 	if r.DedupeMaxAge > 0 {
-		cutoff := now.Add(-r.DedupeMaxAge)
+		cutoff := now().UTC().Add(-r.DedupeMaxAge)
 		attrs = append(attrs, "events_older_than", cutoff)
-		if events, err = r.dropEvents(ctx, cutoff); err != nil {
-			return callbacks, outboxRows, err
+		if res.Events, err = r.dropEvents(ctx, cutoff); err != nil {
+			return res, err
 		}
 	}
-	if callbacks+outboxRows+keys+events > 0 {
-		r.Log.Info("retention: deleted old rows", append([]any{"callbacks", callbacks - dead, "dead_letters", dead, "outbox", outboxRows, "keys", keys, "events", events}, attrs...)...)
+	if res.DeadLetters+res.Keys+res.Events > 0 {
+		r.Log.Info("retention: deleted old rows", append([]any{"dead_letters", res.DeadLetters, "keys", res.Keys, "events", res.Events}, attrs...)...)
 	}
-	return callbacks, outboxRows, ctx.Err()
+	return res, ctx.Err()
+}
+
+// logDays logs each day dropped: its partitions, the rows the tables'
+// statistics said they held, and the rows kept.
+func (r *Retention) logDays(days []store.DroppedDay) {
+	for _, d := range days {
+		r.Log.Info("retention: dropped a day", "day_before", d.Below.Format(time.DateOnly), "partitions", d.Partitions,
+			"rows_estimated", d.RowsEstimate, "kept_callbacks", d.KeptCallbacks, "kept_outbox", d.KeptOutbox)
+	}
 }
 
 // dropDeadLetters walks the FAILED callbacks older than cutoff from where

@@ -1,9 +1,12 @@
 // Package scheduler runs the worker's periodic jobs on gocron: compensation
 // (announce due callbacks: retries and lost announcements), stuck (repair
-// impossible due times), retention (delete old SUCCESS/SENT rows) and the
-// backlog gauges. With several workers, the Elector (a MySQL lease) lets one
-// instance run the jobs per tick; each job is still harmless when run twice
-// at once (rows are claimed with SKIP LOCKED or deleted idempotently).
+// impossible due times), retention (drop the old days of callbacks,
+// attempts and outbox rows, keeping what is unresolved), partitions
+// (create the day partitions ahead) and the backlog gauges. With several
+// workers, the Elector (a MySQL lease) lets one instance run the jobs per
+// tick; each job is still harmless when run twice at once (rows are
+// claimed with SKIP LOCKED or deleted idempotently, partition changes
+// serialized by a lock of their own).
 package scheduler
 
 import (
@@ -29,6 +32,10 @@ type Job struct {
 	Name     string
 	Interval time.Duration
 	Run      func(ctx context.Context) error
+	// Deferred: the first run comes one Interval after Start, not at
+	// once. For a job whose work cannot be due at a worker's start and
+	// that must not add to it (the partitions job's DDL).
+	Deferred bool
 }
 
 // Scheduler wraps gocron.
@@ -48,6 +55,10 @@ func New(log *slog.Logger, m *metrics.Metrics, jobs []Job, opts ...gocron.Schedu
 	for _, j := range jobs {
 		run := j.Run
 		name := j.Name
+		jobOpts := []gocron.JobOption{gocron.WithName(name), gocron.WithSingletonMode(gocron.LimitModeReschedule)}
+		if !j.Deferred {
+			jobOpts = append(jobOpts, gocron.WithStartAt(gocron.WithStartImmediately()))
+		}
 		_, err := s.NewJob(
 			gocron.DurationJob(j.Interval),
 			gocron.NewTask(func(ctx context.Context) {
@@ -61,9 +72,7 @@ func New(log *slog.Logger, m *metrics.Metrics, jobs []Job, opts ...gocron.Schedu
 					log.Warn("scheduler: job failed", "job", name, "error", err)
 				}
 			}),
-			gocron.WithName(name),
-			gocron.WithSingletonMode(gocron.LimitModeReschedule),
-			gocron.WithStartAt(gocron.WithStartImmediately()),
+			jobOpts...,
 		)
 		if err != nil {
 			return nil, fmt.Errorf("error adding job %s: %w", name, err)

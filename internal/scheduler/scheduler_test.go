@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -134,46 +135,141 @@ func TestCompensationAnnouncesDueCallbacksOnce(t *testing.T) {
 	require.Equal(t, 0, n)
 }
 
-func TestRetentionKeepsFailedAndRecentRows(t *testing.T) {
+// dayRows is what a test puts on a day: callbacks with their attempts
+// and outbox rows.
+type dayRows struct {
+	t  *testing.T
+	st *testenv.TestStore
+	n  int
+}
+
+// callback writes a callback of status on day (days before today), with
+// one attempt per day in attempts (days before today) and outbox rows of
+// the given statuses on its own day; it returns its id.
+func (d *dayRows) callback(day int, status callback.Status, normalized []byte, attempts []int, outbox ...string) int64 {
+	t := d.t
+	t.Helper()
+	d.n++
+	at := testenv.Day(day).Add(time.Hour)
+	res, err := d.st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: fmt.Sprintf("e-%d", d.n), BusinessKey: "K",
+		Payload: []byte(`{}`), Normalized: normalized, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", ReceivedAt: at})
+	require.NoError(t, err)
+	updates := map[string]any{"status": status, "retain_day": testenv.Day(day), "attempts": len(attempts)}
+	if status != callback.StatusPending {
+		updates["processed_at"] = at.Add(time.Minute)
+	}
+	require.NoError(t, d.st.DB.Model(&callback.Log{}).Where("id = ?", res.ID).Updates(updates).Error)
+	for i, a := range attempts {
+		started := testenv.Day(a).Add(2 * time.Hour)
+		require.NoError(t, d.st.DB.Exec(`INSERT INTO callback_attempt (log_id, attempt, started_at, finished_at, outcome, worker_id, retain_day)
+			VALUES (?, ?, ?, ?, 'FAILED', 'w', ?)`, res.ID, i+1, started, started, testenv.Day(a)).Error)
+	}
+	for i, o := range outbox {
+		require.NoError(t, d.st.DB.Exec(`INSERT INTO outbox (callback_log_id, exchange, routing_key, message_id, payload, status, created_at, sent_at, retain_day)
+			VALUES (?, 'x', 'k', ?, '{}', ?, ?, IF(? = 'SENT', ?, NULL), ?)`, res.ID, fmt.Sprintf("cb%d.k.%d", res.ID, i), o, at, o, at, testenv.Day(day)).Error)
+	}
+	return res.ID
+}
+
+// retainDay is the day a row is kept on (callback_log, callback_attempt
+// or outbox), "" when the row is gone.
+func retainDay(t *testing.T, st *testenv.TestStore, table, where string, args ...any) []string {
+	t.Helper()
+	var out []string
+	require.NoError(t, st.DB.Raw(`SELECT DATE_FORMAT(retain_day, '%Y-%m-%d') FROM `+table+` WHERE `+where+` ORDER BY id`, args...).Scan(&out).Error)
+	return out
+}
+
+// TestRetentionDropsADayAndKeepsWhatIsUnresolved: with max_age 2 days,
+// retention drops every day partition that ended 2 days ago or more (3
+// days ago and before, p_old included: one DROP PARTITION per table and
+// day), and leaves the younger ones. Before the drop it moves to today's
+// partition what must not be lost: the FAILED and PENDING callbacks of
+// those days with every attempt (whatever day the attempt was on), a dead
+// letter younger than dead_letter_max_age, and the outbox rows not yet
+// SENT (here of a SUCCESS callback). Those are readable afterwards by the
+// console's and the replay's queries; the SUCCESS callbacks, their
+// attempts and the SENT outbox rows of those days are gone. A second run
+// finds nothing to drop; max_age 0 keeps every day.
+func TestRetentionDropsADayAndKeepsWhatIsUnresolved(t *testing.T) {
 	t.Parallel()
 	cfg := testenv.Config(t)
 	st := testenv.Store(t, cfg)
-	old := time.Now().UTC().Add(-40 * 24 * time.Hour)
-	recent := time.Now().UTC().Add(-time.Hour)
-	mk := func(event string, status callback.Status, processed time.Time) int64 {
-		res, err := st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: event, BusinessKey: "K",
-			Payload: []byte(`{}`), TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", ReceivedAt: processed})
+	st.PastDays(t, 5)
+	today := testenv.Day(0).Format(time.DateOnly)
+	unreadable, err := callback.MarshalEvent(callback.Unreadable{Reason: "the notification could not be read: eventCode is missing"})
+	require.NoError(t, err)
+	d := &dayRows{t: t, st: st}
+	var gone []int64
+	for range 3 {
+		gone = append(gone, d.callback(4, callback.StatusSuccess, nil, []int{4}, "SENT"))
+	}
+	unsentOf := d.callback(4, callback.StatusSuccess, nil, []int{4}, "SENT", "PENDING")
+	gone = append(gone, unsentOf)
+	failed := d.callback(4, callback.StatusFailed, nil, []int{4, 3, 2})
+	pending := d.callback(5, callback.StatusPending, nil, []int{5})
+	deadLetter := d.callback(3, callback.StatusFailed, unreadable, []int{3})
+	young := d.callback(2, callback.StatusSuccess, nil, []int{2}, "SENT")
+	yesterday := d.callback(1, callback.StatusFailed, nil, []int{1})
+
+	r := &scheduler.Retention{Store: st.Store, MaxAge: 2 * 24 * time.Hour, DeadLetterMaxAge: 90 * 24 * time.Hour, BatchSize: 2, Log: quiet}
+	res, err := r.RunOnce(t.Context())
+	require.NoError(t, err)
+	var dropped []string
+	kept := map[string]int{}
+	for _, day := range res.Days {
+		dropped = append(dropped, day.Partitions...)
+		kept["callbacks"] += day.KeptCallbacks
+		kept["outbox"] += day.KeptOutbox
+	}
+	var want []string
+	for _, p := range append([]string{"p_old"}, store.DayPartitionName(testenv.Day(5)), store.DayPartitionName(testenv.Day(4)), store.DayPartitionName(testenv.Day(3))) {
+		for _, table := range store.DayPartitioned {
+			want = append(want, table+"."+p)
+		}
+	}
+	require.ElementsMatch(t, want, dropped)
+	require.Equal(t, map[string]int{"callbacks": 3, "outbox": 1}, kept)
+	for _, table := range store.DayPartitioned {
+		require.Equal(t, append(append([]string{}, days(-2, 7)...), "p_future"), partitionNames(t, st, table), "%s: the younger days stay", table)
+	}
+
+	// Gone: the SUCCESS callbacks of those days, their attempts, their SENT rows.
+	require.Empty(t, retainDay(t, st, "callback_log", "id IN ?", gone))
+	require.Empty(t, retainDay(t, st, "callback_attempt", "log_id IN ?", gone))
+	require.Empty(t, retainDay(t, st, "outbox", "callback_log_id IN ? AND status = 'SENT'", gone))
+	// Kept, in today's partition, with every attempt.
+	for id, attempts := range map[int64]int{failed: 3, pending: 1, deadLetter: 1} {
+		require.Equal(t, []string{today}, retainDay(t, st, "callback_log", "id = ?", id), "callback %d", id)
+		require.Equal(t, slices.Repeat([]string{today}, attempts), retainDay(t, st, "callback_attempt", "log_id = ?", id), "the attempts of %d", id)
+		cb, err := st.GetCallback(t.Context(), id)
+		require.NoError(t, err, "the console reads %d", id)
+		require.Equal(t, "e-", cb.EventID[:2])
+		history, err := st.Attempts(t.Context(), id)
 		require.NoError(t, err)
-		require.NoError(t, st.DB.Model(&callback.Log{}).Where("id = ?", res.ID).Updates(map[string]any{"status": status, "processed_at": processed}).Error)
-		require.NoError(t, st.DB.Create(&callback.Attempt{LogID: res.ID, Attempt: 1, StartedAt: processed, FinishedAt: processed, Outcome: string(status), WorkerID: "w"}).Error)
-		require.NoError(t, st.DB.Exec(`INSERT INTO outbox (callback_log_id, exchange, routing_key, message_id, payload, status, created_at, sent_at)
-			VALUES (?, 'x', 'k', ?, '{}', 'SENT', ?, ?)`, res.ID, "m-"+event, processed, processed).Error)
-		return res.ID
+		require.Len(t, history, attempts)
 	}
-	var oldSuccess []int64
-	for i := range 7 {
-		oldSuccess = append(oldSuccess, mk(fmt.Sprintf("old-%d", i), callback.StatusSuccess, old))
-	}
-	oldFailed := mk("old-failed", callback.StatusFailed, old)
-	recentSuccess := mk("recent", callback.StatusSuccess, recent)
-
-	r := &scheduler.Retention{Store: st.Store, MaxAge: 30 * 24 * time.Hour, BatchSize: 3, Log: quiet}
-	cbs, obs, err := r.RunOnce(t.Context())
+	require.Equal(t, []string{today}, retainDay(t, st, "outbox", "callback_log_id = ? AND status = 'PENDING'", unsentOf), "the unsent row waits for the relay")
+	listed, err := st.ListCallbacks(t.Context(), store.CallbackFilter{Status: string(callback.StatusFailed)}, 0, 10)
 	require.NoError(t, err)
-	require.Equal(t, 7, cbs)
-	require.Equal(t, 8, obs, "old SENT outbox rows, including the failed callback's")
+	var listedIDs []int64
+	for _, l := range listed {
+		listedIDs = append(listedIDs, l.ID)
+	}
+	require.Equal(t, []int64{yesterday, deadLetter, failed}, listedIDs, "the FAILED list, newest first")
+	// The younger days, untouched.
+	require.Equal(t, []string{testenv.Day(2).Format(time.DateOnly)}, retainDay(t, st, "callback_log", "id = ?", young))
+	require.Equal(t, []string{testenv.Day(1).Format(time.DateOnly)}, retainDay(t, st, "callback_log", "id = ?", yesterday))
+	require.Equal(t, []string{testenv.Day(2).Format(time.DateOnly)}, retainDay(t, st, "outbox", "callback_log_id = ?", young))
 
-	var left []int64
-	require.NoError(t, st.DB.Model(&callback.Log{}).Order("id").Pluck("id", &left).Error)
-	require.Equal(t, []int64{oldFailed, recentSuccess}, left, "FAILED rows are never deleted")
-	var attempts int64
-	require.NoError(t, st.DB.Model(&callback.Attempt{}).Where("log_id IN ?", oldSuccess).Count(&attempts).Error)
-	require.Zero(t, attempts, "their attempts went with them")
-
+	res, err = r.RunOnce(t.Context())
+	require.NoError(t, err)
+	require.Empty(t, res.Days, "nothing more is due")
 	keep := &scheduler.Retention{Store: st.Store, MaxAge: 0, BatchSize: 3, Log: quiet}
-	cbs, obs, err = keep.RunOnce(t.Context())
+	res, err = keep.RunOnce(t.Context())
 	require.NoError(t, err)
-	require.Zero(t, cbs+obs, "max_age 0 keeps everything")
+	require.Empty(t, res.Days, "max_age 0 keeps every day")
+	require.Len(t, partitionNames(t, st, "callback_log"), 2+8+1)
 }
 
 // TestRetentionForgetsOldKeyRows: callback_key rows not locked since
@@ -200,7 +296,7 @@ func TestRetentionForgetsOldKeyRows(t *testing.T) {
 	r := &scheduler.Retention{Store: st.Store, MaxAge: 30 * 24 * time.Hour, BatchSize: 3, Log: quiet}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	_, _, err := r.RunOnce(ctx)
+	_, err := r.RunOnce(ctx)
 	require.NoError(t, err, "a held key row is skipped, not waited for")
 	require.NoError(t, held.Commit().Error)
 

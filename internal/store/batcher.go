@@ -226,7 +226,7 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 
 	// Duplicates inside the batch: only the first of an event id is
 	// inserted; the others get its answer as duplicates. Event ids are
-	// compared byte for byte, as the unique key does.
+	// compared byte for byte, as callback_event's primary key does.
 	type key struct{ source, event string }
 	firsts := map[key]*pendingInsert{}
 	var unique []*pendingInsert
@@ -284,16 +284,21 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 
 // insert writes unique rows and their events in one transaction
 // (Store.writeIntake), in their order, and learns each row's id and
-// whether it is new. A row is new if the stored row carries this
-// request's own received_at (microseconds) and trace id; otherwise it was
-// there before, or its event was (a callback whose payload retention
-// deleted). Ids are read from the rows rather than derived from
+// whether it is new. A row is new unless its event was already in
+// callback_event (a callback stored before, or one whose day retention
+// dropped); its row is then deleted again, and it is answered with the
+// stored log_id. Its own row is told by its received_at (microseconds)
+// and trace id. Ids are read from the rows rather than derived from
 // LAST_INSERT_ID(), which is only safe with innodb_autoinc_lock_mode 0 or
 // 1. On MariaDB the statements answer their rows themselves (INSERT ...
 // RETURNING); elsewhere they are read back. Every row must be accounted
 // for.
 func (b *Batcher) insert(ctx context.Context, rows []*pendingInsert) error {
-	inserted, err := b.st.writeIntake(ctx, rows, b.canReturn(ctx))
+	inserted, idsInUse, err := b.st.writeIntake(ctx, rows, b.canReturn(ctx))
+	if idsInUse > 0 {
+		b.log.Warn("intake: the database gave out a callback_log id already in use; the batch was written again with new ids",
+			"rows", len(rows), "tries", idsInUse+1, "written", err == nil)
+	}
 	if err != nil {
 		return err
 	}

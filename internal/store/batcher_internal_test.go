@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"io"
@@ -39,7 +38,7 @@ func pending(event string, n int) *pendingInsert {
 		done: make(chan struct{})}
 }
 
-// waitForLockWait waits until an INSERT into callback_log of this
+// waitForLockWait waits until an INSERT into callback_event of this
 // database is in progress: in these tests, one blocked on a held key.
 // (information_schema.INNODB_TRX does not always list such a statement on
 // MariaDB 10.11; the process list does.)
@@ -48,7 +47,7 @@ func waitForLockWait(t *testing.T, db *sql.DB) {
 	require.Eventually(t, func() bool {
 		var n int
 		err := db.QueryRow(`SELECT COUNT(*) FROM information_schema.PROCESSLIST
-			WHERE db = DATABASE() AND command = 'Query' AND info LIKE 'INSERT INTO callback_log%'`).Scan(&n)
+			WHERE db = DATABASE() AND command = 'Query' AND info LIKE 'INSERT INTO callback_event%'`).Scan(&n)
 		return err == nil && n > 0
 	}, 10*time.Second, 5*time.Millisecond, "the batch waits for the held key")
 }
@@ -69,10 +68,12 @@ func eventsInTable(t *testing.T, st *Store) []string {
 }
 
 // TestBatchInsertKeepsEveryRowWhenBatchesOverlap is the three-session
-// interleaving that made MariaDB drop rows of a batch whose duplicate
-// clause assigned id: session 0 holds a0, batch 1 (a0 b c d e) waits on
-// it, batch 2 (b x1..x4) commits, session 0 rolls back. Batch 1 must then
-// store c, d and e under ids of their own, in its one statement, and
+// interleaving that once made MariaDB drop rows of a batch whose duplicate
+// clause assigned id, on the key that serializes one event's requests
+// (callback_event's since migration 025 took callback_log's unique key):
+// session 0 holds a0, batch 1 (a0 b c d e) waits on it, batch 2 (b
+// x1..x4) commits, session 0 rolls back. Batch 1 must then store a0, c,
+// d and e under ids of their own, answer b as batch 2's duplicate, and
 // account for each of its rows.
 func TestBatchInsertKeepsEveryRowWhenBatchesOverlap(t *testing.T) {
 	t.Parallel()
@@ -82,7 +83,7 @@ func TestBatchInsertKeepsEveryRowWhenBatchesOverlap(t *testing.T) {
 	b1 := &Batcher{st: st, log: quiet, maxBatch: 10}
 	b2 := &Batcher{st: st, log: quiet, maxBatch: 10}
 
-	run := func(t *testing.T, flushed bool, ids int32) {
+	run := func(t *testing.T, ids int32) {
 		b1.returning.Store(ids)
 		b2.returning.Store(ids)
 		for _, table := range []string{"callback_log", "callback_event"} {
@@ -91,42 +92,23 @@ func TestBatchInsertKeepsEveryRowWhenBatchesOverlap(t *testing.T) {
 		}
 		tx, err := st.sql.BeginTx(ctx, nil)
 		require.NoError(t, err)
-		_, err = tx.Exec(`INSERT INTO callback_log (source, kind, event_id, business_key, status, attempts, payload, trace_id, received_at, next_attempt_at)
-			VALUES ('paydemo', 'payment', 'a0', 'K', 'PENDING', 0, '{}', '00000000000000000000000000000000', NOW(6), NOW(6))`)
-		require.NoError(t, err)
+		defer func() { _ = tx.Rollback() }()
+		holdEvent(t, tx, "paydemo", "a0")
 
 		batch1 := []*pendingInsert{pending("a0", 1), pending("b", 2), pending("c", 3), pending("d", 4), pending("e", 5)}
 		batch2 := []*pendingInsert{pending("b", 6), pending("x1", 7), pending("x2", 8), pending("x3", 9), pending("x4", 10)}
-		done := make(chan int64, 1)
+		done := make(chan struct{})
 		go func() {
-			if flushed {
-				b1.flush(batch1)
-				done <- -1
-				return
-			}
-			n, err := execBatch(ctx, st, batch1)
-			if err != nil {
-				n = -2
-			}
-			done <- n
+			defer close(done)
+			b1.flush(batch1)
 		}()
 		waitForLockWait(t, st.sql)
-		if flushed {
-			b2.flush(batch2)
-		} else {
-			n, err := execBatch(ctx, st, batch2)
-			require.NoError(t, err)
-			require.EqualValues(t, 5, n)
-		}
+		b2.flush(batch2)
 		require.NoError(t, tx.Rollback())
-		n := <-done
+		<-done
 
 		require.ElementsMatch(t, []string{"a0", "b", "c", "d", "e", "x1", "x2", "x3", "x4"}, eventsInTable(t, st),
-			"every row of both batches is stored")
-		if !flushed {
-			require.EqualValues(t, 4, n, "the statement reports a0, c, d, e new (b was a duplicate)")
-			return
-		}
+			"every row of both batches is stored, b once")
 		for _, p := range append(batch1, batch2...) {
 			require.NoError(t, p.err, p.row.EventID)
 			require.NotZero(t, p.res.ID, p.row.EventID)
@@ -141,23 +123,16 @@ func TestBatchInsertKeepsEveryRowWhenBatchesOverlap(t *testing.T) {
 		require.NoError(t, st.sql.QueryRow(`SELECT id FROM callback_log WHERE event_id = 'c'`).Scan(&stored))
 		require.Equal(t, stored, batch1[2].res.ID, "c's answer names c's row")
 	}
-	t.Run("statement", func(t *testing.T) { run(t, false, returningNo) })
-	t.Run("batch answers, returning", func(t *testing.T) { run(t, true, returningYes) })
-	t.Run("batch answers, read back", func(t *testing.T) { run(t, true, returningNo) })
+	t.Run("batch answers, returning", func(t *testing.T) { run(t, returningYes) })
+	t.Run("batch answers, read back", func(t *testing.T) { run(t, returningNo) })
 }
 
-// execBatch runs the batch's callback_log INSERT alone (autocommit) and
-// returns how many rows it inserted.
-func execBatch(ctx context.Context, st *Store, rows []*pendingInsert) (int64, error) {
-	args := make([]any, 0, len(rows)*insertArgCount)
-	for _, p := range rows {
-		args = insertArgs(args, p.row)
-	}
-	res, err := st.sql.ExecContext(ctx, insertBatchSQL(len(rows)), args...)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
+// holdEvent writes event's callback_event row in tx, uncommitted: an
+// intake writing that event waits for tx to end.
+func holdEvent(t *testing.T, tx *sql.Tx, source, event string) {
+	t.Helper()
+	_, err := tx.Exec(`INSERT INTO callback_event (source, event_id, log_id, received_at) VALUES (?, ?, 0, NOW(6))`, source, event)
+	require.NoError(t, err)
 }
 
 // TestBatchIDsFromTheInsertOnMariaDB: this MariaDB answers a batch's ids
@@ -195,9 +170,7 @@ func TestBatchRowsGetIDsInArrivalOrder(t *testing.T) {
 
 			tx, err := st.sql.BeginTx(ctx, nil)
 			require.NoError(t, err)
-			_, err = tx.Exec(`INSERT INTO callback_log (source, kind, event_id, business_key, status, attempts, payload, trace_id, received_at, next_attempt_at)
-				VALUES ('shipdemo', 'logistics', 'hold', 'WB-1', 'PENDING', 0, '{}', '00000000000000000000000000000000', NOW(6), NOW(6))`)
-			require.NoError(t, err)
+			holdEvent(t, tx, "shipdemo", "hold")
 			mk := func(event string, n int) *callback.Log {
 				return &callback.Log{Source: "shipdemo", Kind: "logistics", EventID: event, BusinessKey: "WB-1", Payload: []byte(`{}`),
 					TraceID: fmt.Sprintf("%032x", n+1), ReceivedAt: time.Now().UTC().Truncate(time.Microsecond)}
@@ -253,9 +226,7 @@ func TestBatchBoundedByBytes(t *testing.T) {
 	ctx := t.Context()
 	tx, err := st.sql.BeginTx(ctx, nil)
 	require.NoError(t, err)
-	_, err = tx.Exec(`INSERT INTO callback_log (source, kind, event_id, business_key, status, attempts, payload, trace_id, received_at, next_attempt_at)
-		VALUES ('paydemo', 'payment', 'hold', 'K', 'PENDING', 0, '{}', '00000000000000000000000000000000', NOW(6), NOW(6))`)
-	require.NoError(t, err)
+	holdEvent(t, tx, "paydemo", "hold")
 	errs := make(chan error, 21)
 	go func() { _, err := b.InsertCallback(ctx, pending("hold", 1).row); errs <- err }()
 	waitForLockWait(t, st.sql)

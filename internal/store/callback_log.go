@@ -22,14 +22,16 @@ const (
 )
 
 // insertBatchSQL is the intake's callback_log INSERT (writeIntake): n
-// rows, duplicates left as they are. Its duplicate clause must not touch id: assigning the
-// AUTO_INCREMENT column makes MariaDB continue the statement's later rows
-// from the duplicate's id + 1, ids that a concurrent statement may already
-// have used, and the PRIMARY KEY clashes that follow are absorbed by the
-// same clause, so rows go missing while the statement returns OK.
+// rows, every one new. It has no ON DUPLICATE KEY clause: callback_log's
+// only unique key is its primary key (id, retain_day) since migration 025
+// (dedupe is callback_event's), so such a clause could only ever absorb a
+// row given an id already in use (the partitioned table's AUTO_INCREMENT
+// has been seen to hand one out), answering the stored row for it and
+// losing the new one; without it that is a duplicate-key error, and
+// writeIntake writes the transaction again with new ids.
 func insertBatchSQL(n int) string {
 	var q strings.Builder
-	q.Grow(len(insertColumns) + n*(len(insertValues)+1) + 48)
+	q.Grow(len(insertColumns) + n*(len(insertValues)+1))
 	q.WriteString(insertColumns)
 	for i := range n {
 		if i > 0 {
@@ -37,14 +39,12 @@ func insertBatchSQL(n int) string {
 		}
 		q.WriteString(insertValues)
 	}
-	q.WriteString(` ON DUPLICATE KEY UPDATE event_id = event_id`)
 	return q.String()
 }
 
 // returningSQL makes insertBatchSQL answer each row as stored (MariaDB
-// 10.5+): a new row's values, or, for a duplicate, the existing row's, so
-// the batch needs no read-back. The columns are those the read-back
-// selects, with the source.
+// 10.5+), so the batch needs no read-back. The columns are those the
+// read-back selects, with the source.
 const returningSQL = ` RETURNING id, source, event_id, trace_id, received_at`
 
 // insertArgCount is how many values insertArgs appends per row.
@@ -352,50 +352,19 @@ func (s *Store) ReleaseStuck(ctx context.Context, now, horizon time.Time, limit 
 	return len(ids), nil
 }
 
-// DeleteSucceededBefore deletes up to limit SUCCESS callbacks processed
-// before cutoff, with their attempts, and returns how many. Candidates are
-// read without locks; then, in one transaction, those still eligible (a
-// replay may have made one PENDING since) are locked and deleted with
-// their history: a concurrent replay waits and then finds nothing, rather
-// than keeping a callback whose attempts were erased. Their events stay in
-// callback_event (keepEvents): a resend is still a duplicate.
-func (s *Store) DeleteSucceededBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	var ids []int64
-	err := s.q(ctx, nil).Model(&callback.Log{}).
-		Where("status = ? AND processed_at < ?", callback.StatusSuccess, cutoff).
-		Order("processed_at").Limit(limit).Pluck("id", &ids).Error
-	if err != nil || len(ids) == 0 {
-		return 0, translate(err)
-	}
-	var eligible []int64
-	err = s.InTx(ctx, func(tx *Tx) error {
-		if err := s.q(ctx, tx).Raw(`SELECT id FROM callback_log WHERE id IN ? AND status = ? AND processed_at < ? FOR UPDATE`,
-			ids, callback.StatusSuccess, cutoff).Scan(&eligible).Error; err != nil {
-			return translate(err)
-		}
-		if len(eligible) == 0 {
-			return nil
-		}
-		if err := s.keepEvents(ctx, tx, eligible); err != nil {
-			return err
-		}
-		if err := s.q(ctx, tx).Exec(`DELETE FROM callback_attempt WHERE log_id IN ?`, eligible).Error; err != nil {
-			return translate(err)
-		}
-		return translate(s.q(ctx, tx).Exec(`DELETE FROM callback_log WHERE id IN ?`, eligible).Error)
-	})
-	if err != nil {
-		return 0, fmt.Errorf("error deleting old callbacks: %w", err)
-	}
-	return len(eligible), nil
-}
-
 // MakePendingTx turns callbacks back to PENDING, due at due, with a fresh
 // retry budget (attempts_base = attempts) and no backoff to wait for: an
-// operator's replay.
+// operator's replay. They and their attempts move to today's partition
+// (retain_day) in the same transaction: a SUCCESS callback of a day that
+// retention is about to drop (it moves only what is not SUCCESS, then
+// drops the day) is never dropped once PENDING again, and it stays
+// scheduler.retention.max_age from now.
 func (s *Store) MakePendingTx(ctx context.Context, tx *Tx, ids []int64, due time.Time) error {
-	err := s.q(ctx, tx).Exec(`UPDATE callback_log SET status = ?, attempts_base = attempts, next_attempt_at = ?, retry_after = NULL, processed_at = NULL, awaiting = 0
-		WHERE id IN ?`, callback.StatusPending, due, ids).Error
+	err := s.q(ctx, tx).Exec(`UPDATE callback_log SET status = ?, attempts_base = attempts, next_attempt_at = ?, retry_after = NULL, processed_at = NULL, awaiting = 0,
+		retain_day = CURRENT_DATE WHERE id IN ?`, callback.StatusPending, due, ids).Error
+	if err == nil {
+		err = s.q(ctx, tx).Exec(`UPDATE callback_attempt SET retain_day = CURRENT_DATE WHERE log_id IN ? AND retain_day < CURRENT_DATE`, ids).Error
+	}
 	if err != nil {
 		return fmt.Errorf("error making callbacks PENDING: %w", translate(err))
 	}

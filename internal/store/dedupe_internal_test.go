@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,16 +20,51 @@ import (
 	"callgate/migrations"
 )
 
-// forget does to callback id what retention does after max_age: SUCCESS,
-// processed long ago, deleted with DeleteSucceededBefore.
+// forget does to callback id what retention does once its day is older
+// than max_age: SUCCESS, on a day of its own (yesterday), which is
+// dropped (DropDaysBefore).
 func forget(t *testing.T, st *Store, id int64) {
 	t.Helper()
-	old := time.Now().UTC().Add(-60 * 24 * time.Hour)
-	_, err := st.sql.Exec(`UPDATE callback_log SET status = 'SUCCESS', processed_at = ? WHERE id = ?`, old, id)
+	yesterday := splitYesterday(t, st)
+	_, err := st.sql.Exec(`UPDATE callback_log SET status = 'SUCCESS', processed_at = NOW(6), retain_day = ? WHERE id = ?`, yesterday, id)
 	require.NoError(t, err)
-	n, err := st.DeleteSucceededBefore(t.Context(), old.Add(time.Hour), 100)
+	days, err := st.DropDaysBefore(t.Context(), utcToday(), 100, 3*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, 1, n, "retention deleted the callback")
+	require.NotEmpty(t, days)
+	require.Equal(t, utcToday(), days[len(days)-1].Below, "yesterday dropped")
+	var left int
+	require.NoError(t, st.sql.QueryRow(`SELECT COUNT(*) FROM callback_log WHERE id = ?`, id).Scan(&left))
+	require.Zero(t, left, "retention dropped the callback with its day")
+}
+
+// splitYesterday gives each day-partitioned table a partition of
+// yesterday alone (the migration made today's on; a drop removed the
+// days before), splitting its first partition, and returns yesterday.
+func splitYesterday(t *testing.T, st *Store) time.Time {
+	t.Helper()
+	today := utcToday()
+	yesterday := today.AddDate(0, 0, -1)
+	def := func(name string, below time.Time) string {
+		return fmt.Sprintf("PARTITION `%s` VALUES LESS THAN ('%s')", name, below.Format(time.DateOnly))
+	}
+	for _, table := range DayPartitioned {
+		parts, err := st.DayPartitions(t.Context(), table)
+		require.NoError(t, err)
+		first := parts[0]
+		var into []string
+		switch {
+		case first.Name == DayPartitionName(yesterday):
+			continue
+		case first.Below.Equal(today): // p_old
+			into = []string{def(first.Name, yesterday), def(DayPartitionName(yesterday), today)}
+		default: // today's
+			require.Equal(t, today.AddDate(0, 0, 1), first.Below, table)
+			into = []string{def(DayPartitionName(yesterday), today), def(first.Name, first.Below)}
+		}
+		_, err = st.sql.Exec("ALTER TABLE `" + table + "` REORGANIZE PARTITION `" + first.Name + "` INTO (" + strings.Join(into, ", ") + ")")
+		require.NoError(t, err)
+	}
+	return yesterday
 }
 
 // logRows counts the callback_log rows of event.
@@ -208,7 +244,8 @@ func TestMigration024RemembersEveryStoredEvent(t *testing.T) {
 	require.NoError(t, rs.Err())
 	require.Equal(t, []string{"paydemo/old-1", "stripe/old-2", "stripe/old-2 "}, got, "one event per stored callback, byte for byte")
 
-	// A resend of a backfilled callback whose row is then deleted.
+	// A resend of a backfilled callback whose day is then dropped.
+	migrateTo(25)
 	var id int64
 	require.NoError(t, st.sql.QueryRow(`SELECT id FROM callback_log WHERE event_id = 'old-1'`).Scan(&id))
 	forget(t, st, id)
@@ -295,14 +332,15 @@ func TestMigration024BackfillDoesNotBlockTheIntake(t *testing.T) {
 	require.False(t, res.Duplicate)
 }
 
-// TestRetentionKeepsTheEventsOfAnOlderGatewaysRows: callbacks an older
-// gateway stored during a rolling upgrade (a callback_log row and no
-// event) get their events when retention deletes them, SUCCESS or dead
-// letter, so a resend is answered as a duplicate with the original
-// log_id, on both intake paths. An event already there (a callback whose
-// payload was deleted before, stored again by an older gateway) is kept as
-// it is.
-func TestRetentionKeepsTheEventsOfAnOlderGatewaysRows(t *testing.T) {
+// TestRetentionKeepsTheEventsOfDeadLettersWithout: dead letters with no
+// event (an older gateway's rows, stored during a rolling upgrade to
+// 024; migration 025 wrote the events of every row stored before it, so
+// this is a safety net) get their events when retention deletes them, so
+// a resend is answered as a duplicate with the original log_id, on both
+// intake paths. An event already there (a callback whose day was dropped,
+// stored again by an older gateway) is kept as it is. (SUCCESS callbacks
+// go with their day, whose rows are not read: theirs are the intake's.)
+func TestRetentionKeepsTheEventsOfDeadLettersWithout(t *testing.T) {
 	t.Parallel()
 	st := openTestStore(t)
 	long := time.Now().UTC().Add(-60 * 24 * time.Hour).Truncate(time.Microsecond)
@@ -336,24 +374,17 @@ func TestRetentionKeepsTheEventsOfAnOlderGatewaysRows(t *testing.T) {
 	first, err := st.InsertCallback(t.Context(), pending("again", 1).row)
 	require.NoError(t, err)
 	forget(t, st, first.ID)
-	again := oldGateway("again", "SUCCESS", nil)
-	succeeded := oldGateway("old-success", "SUCCESS", nil)
+	again := oldGateway("again", "FAILED", `{"unreadable":"no such field"}`)
 	dead := oldGateway("old-dead", "FAILED", `{"unreadable":"no such field"}`)
-	for _, e := range []string{"old-success", "old-dead"} {
-		require.Empty(t, events(e), "an older gateway writes no event")
-	}
+	require.Empty(t, events("old-dead"), "an older gateway writes no event")
 
-	n, err := st.DeleteSucceededBefore(t.Context(), long.Add(time.Hour), 100)
+	n, _, _, err := st.DeleteDeadLettersBefore(t.Context(), long.Add(time.Hour), DeadLetterCursor{}, 100)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
-	n, _, _, err = st.DeleteDeadLettersBefore(t.Context(), long.Add(time.Hour), DeadLetterCursor{}, 100)
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	for _, e := range []string{"old-success", "old-dead", "again"} {
+	for _, e := range []string{"old-dead", "again"} {
 		require.Zero(t, logRows(t, st, e), e)
 	}
-	require.Equal(t, map[int64]time.Time{succeeded: long}, events("old-success"), "the event, with the row's received_at")
-	require.Equal(t, map[int64]time.Time{dead: long}, events("old-dead"))
+	require.Equal(t, map[int64]time.Time{dead: long}, events("old-dead"), "the event, with the row's received_at")
 	require.Len(t, events("again"), 1)
 	require.Contains(t, events("again"), first.ID, "an event already there is kept as it is, not %d", again)
 
@@ -363,7 +394,7 @@ func TestRetentionKeepsTheEventsOfAnOlderGatewaysRows(t *testing.T) {
 	for i, c := range []struct {
 		event string
 		id    int64
-	}{{"old-success", succeeded}, {"old-dead", dead}, {"again", first.ID}} {
+	}{{"old-dead", dead}, {"again", first.ID}} {
 		res, err := st.InsertCallback(t.Context(), pending(c.event, 10+i).row)
 		require.NoError(t, err)
 		require.Equal(t, InsertResult{ID: c.id, Duplicate: true}, res, "%s, Store.InsertCallback", c.event)

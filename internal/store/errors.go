@@ -29,6 +29,7 @@ const (
 	errDeadlock        = 1213
 	errLockWaitTimeout = 1205
 	errPacketTooLarge  = 1153
+	errDuplicateKey    = 1062
 )
 
 // translate maps driver errors onto the store's sentinels, keeping the
@@ -105,6 +106,12 @@ func isLockNotAvailable(err error) bool {
 		return myErr.Number == errLockWaitTimeout || myErr.Number == 3572
 	}
 	return false
+}
+
+// isDuplicateKey reports a row refused for a unique key already there.
+func isDuplicateKey(err error) bool {
+	var myErr *mysql.MySQLError
+	return errors.As(err, &myErr) && myErr.Number == errDuplicateKey
 }
 
 // IsTransient reports a deadlock or lock wait timeout: contention between

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,30 +15,31 @@ import (
 // The intake's dedupe outlives the payloads: each accepted callback's
 // (source, event_id) and log_id are also a row of callback_event (migration
 // 024), written in the same transaction as its callback_log row and kept
-// for scheduler.retention.dedupe_max_age, long after retention deleted the
-// callback_log row. writeIntake is the one way the intake writes: the
+// for scheduler.retention.dedupe_max_age, long after retention dropped the
+// callback_log row with its day. writeIntake is the one way the intake writes: the
 // group-committed batch (with RETURNING, or with a read-back), its
 // row-by-row fallback and Store.InsertCallback all go through it.
 //
 // One transaction per batch:
 //
-//  1. the callback_log rows, as one multi-row INSERT whose duplicate
-//     clause leaves a stored row as it is: while callback_log keeps its
-//     unique key on (source, event_id), a duplicate whose row is still
-//     there is answered by it, and the key's lock serializes requests of
-//     one event;
-//  2. the events of the new rows into callback_event, leaving an event
-//     already there as it is, and learning each one's stored log_id
-//     (RETURNING on MariaDB; elsewhere an INSERT ... SELECT and a locking
-//     read-back);
-//  3. a new row whose event already held another log_id is a duplicate of
-//     a callback whose payload retention deleted: its callback_log row is
-//     deleted again, and its request answered Duplicate with the old
-//     log_id (never announced).
+//  1. the callback_log rows, as one multi-row INSERT: callback_log has
+//     no unique key on (source, event_id) (migration 025: a partitioned
+//     table's unique keys must hold its partitioning column), so every
+//     row is new;
+//  2. the events of the new rows into callback_event, in (source,
+//     event_id) order, leaving an event already there as it is, and
+//     learning each one's stored log_id (RETURNING on MariaDB; elsewhere
+//     a locking read-back): callback_event's primary key is the dedupe,
+//     and its lock serializes the requests of one event (the second waits
+//     for the first's transaction to end);
+//  3. a new row whose event already held another log_id is a duplicate
+//     (of a callback still stored, or of one whose day retention
+//     dropped): its callback_log row is deleted again, and its request
+//     answered Duplicate with the stored log_id (never announced).
 //
 // The common case (no duplicate) is BEGIN, two INSERTs and a COMMIT with
 // RETURNING. A deadlock or lock wait timeout re-runs the whole
-// transaction.
+// transaction, and so does an id already in use (writeIntake).
 
 // insertEventSQL writes n events: (source, event_id, log_id, received_at).
 // An event already there keeps its log_id, which RETURNING answers.
@@ -61,31 +63,47 @@ func insertEventSQL(n int) string {
 // end, -1 where the server does not say (RETURNING). An error of the
 // transaction, rolled back whole, is a *statementError; a COMMIT that
 // failed is not (it may have committed).
-func (s *Store) writeIntake(ctx context.Context, rows []*pendingInsert, returning bool) (inserted int64, err error) {
-	err = retryTransient(ctx, func() error {
-		for _, p := range rows {
-			p.res = InsertResult{}
-		}
-		return s.inOwnTx(ctx, func(tx *sql.Tx) error {
-			var gone []int64
-			var err error
-			if returning {
-				inserted = -1
-				gone, err = intakeReturning(ctx, tx, rows)
-			} else {
-				inserted, gone, err = intakeReadBack(ctx, tx, rows)
+//
+// idsInUse counts the tries the database refused because it gave the
+// callback_log INSERT an id already in use (a duplicate key: the table's
+// only unique key is (id, retain_day)), each written again whole with new
+// ids, up to idInUseTries times. MariaDB's partition handler keeps the
+// partitioned table's AUTO_INCREMENT itself, and has been seen here to
+// hand out an id in use (issue 40); the next statement's ids are past it.
+func (s *Store) writeIntake(ctx context.Context, rows []*pendingInsert, returning bool) (inserted int64, idsInUse int, err error) {
+	for {
+		err = retryTransient(ctx, func() error {
+			for _, p := range rows {
+				p.res = InsertResult{}
 			}
-			if err != nil || len(gone) == 0 {
-				return err
-			}
-			if inserted > 0 {
-				inserted -= int64(len(gone))
-			}
-			return deleteLogs(ctx, tx, gone)
+			return s.inOwnTx(ctx, func(tx *sql.Tx) error {
+				var gone []int64
+				var err error
+				if returning {
+					inserted = -1
+					gone, err = intakeReturning(ctx, tx, rows)
+				} else {
+					inserted, gone, err = intakeReadBack(ctx, tx, rows)
+				}
+				if err != nil || len(gone) == 0 {
+					return err
+				}
+				if inserted > 0 {
+					inserted -= int64(len(gone))
+				}
+				return deleteLogs(ctx, tx, gone)
+			})
 		})
-	})
-	return inserted, err
+		if !isDuplicateKey(err) || idsInUse == idInUseTries {
+			return inserted, idsInUse, err
+		}
+		idsInUse++
+	}
 }
+
+// idInUseTries bounds how many times writeIntake writes a transaction
+// again after an id in use.
+const idInUseTries = 3
 
 // inOwnTx runs fn in a transaction on a connection of its own and commits
 // it when fn returns nil. An error before the COMMIT (the transaction
@@ -117,9 +135,9 @@ func (s *Store) inOwnTx(ctx context.Context, fn func(*sql.Tx) error) error {
 type eventKey struct{ source, event string }
 
 // intakeReturning is the transaction's statements with RETURNING: the
-// callback_log INSERT answers each row as stored, the callback_event
-// INSERT each new row's event as stored. It returns the new rows whose
-// event was already there (to delete).
+// callback_log INSERT answers each row as stored (each one new: it has no
+// duplicate clause), the callback_event INSERT each row's event as stored.
+// It returns the new rows whose event was already there (to delete).
 func intakeReturning(ctx context.Context, tx *sql.Tx, rows []*pendingInsert) (gone []int64, err error) {
 	args := make([]any, 0, len(rows)*insertArgCount)
 	byEvent := make(map[eventKey]*pendingInsert, len(rows))
@@ -137,8 +155,8 @@ func intakeReturning(ctx context.Context, tx *sql.Tx, rows []*pendingInsert) (go
 			if err := rs.Scan(&id, &source, &event, &traceID, &received); err != nil {
 				return err
 			}
-			if p := byEvent[eventKey{source, event}]; p != nil {
-				p.res = InsertResult{ID: id, Duplicate: !p.mine(traceID, received)}
+			if p := byEvent[eventKey{source, event}]; p != nil && p.mine(traceID, received) {
+				p.res = InsertResult{ID: id}
 			}
 		}
 		return nil
@@ -146,16 +164,15 @@ func intakeReturning(ctx context.Context, tx *sql.Tx, rows []*pendingInsert) (go
 	if err != nil {
 		return nil, err
 	}
-	var fresh []*pendingInsert
-	args = args[:0]
 	for _, p := range rows {
-		if p.res.ID != 0 && !p.res.Duplicate {
-			fresh = append(fresh, p)
-			args = append(args, p.row.Source, p.row.EventID, p.res.ID, receivedAt(p.row))
+		if p.res.ID == 0 {
+			return nil, fmt.Errorf("%w: no row returned for %s %q", ErrUnaccounted, p.row.Source, p.row.EventID)
 		}
 	}
-	if len(fresh) == 0 {
-		return nil, nil
+	fresh := eventOrder(rows)
+	args = args[:0]
+	for _, p := range fresh {
+		args = append(args, p.row.Source, p.row.EventID, p.res.ID, receivedAt(p.row))
 	}
 	stored := make(map[eventKey]int64, len(fresh))
 	err = queryTx(ctx, tx, func(rs *sql.Rows) error {
@@ -188,10 +205,15 @@ func intakeReturning(ctx context.Context, tx *sql.Tx, rows []*pendingInsert) (go
 }
 
 // intakeReadBack is the transaction's statements without RETURNING
-// (MySQL): the callback_log INSERT, then per source the events of the rows
-// now stored (INSERT ... SELECT, an event already there left as it is),
-// and a locking read-back of each event's log_id with the callback_log row
-// stored for it. It returns how many rows the INSERT added and the new
+// (MySQL): the callback_log INSERT (each row new: it has no duplicate
+// clause); our rows' ids, read back from the
+// first id it generated on (LAST_INSERT_ID) and told from other
+// transactions' rows by their trace id and received_at (p.mine: ids of
+// one statement need not be consecutive, innodb_autoinc_lock_mode 2);
+// their events in one INSERT, an event already there left as it is; and
+// a locking read-back of each event's log_id. No statement looks
+// callback_log up by (source, event_id): it has no unique key there
+// (migration 025). It returns how many rows the INSERT added and the new
 // rows whose event was already there (to delete).
 func intakeReadBack(ctx context.Context, tx *sql.Tx, rows []*pendingInsert) (inserted int64, gone []int64, err error) {
 	args := make([]any, 0, len(rows)*insertArgCount)
@@ -205,65 +227,113 @@ func intakeReadBack(ctx context.Context, tx *sql.Tx, rows []*pendingInsert) (ins
 	if inserted, err = res.RowsAffected(); err != nil {
 		return 0, nil, err
 	}
+	first, err := res.LastInsertId()
+	if err != nil {
+		return 0, nil, err
+	}
+	byEvent := make(map[eventKey]*pendingInsert, len(rows))
+	args = append(args[:0], first)
+	for _, p := range rows {
+		byEvent[eventKey{p.row.Source, p.row.EventID}] = p
+		args = append(args, p.row.TraceID)
+	}
+	err = queryTx(ctx, tx, func(rs *sql.Rows) error {
+		for rs.Next() {
+			var (
+				id                     int64
+				source, event, traceID string
+				received               time.Time
+			)
+			if err := rs.Scan(&id, &source, &event, &traceID, &received); err != nil {
+				return err
+			}
+			if p := byEvent[eventKey{source, event}]; p != nil && p.res.ID == 0 && p.mine(traceID, received) {
+				p.res = InsertResult{ID: id}
+			}
+		}
+		return nil
+	}, `SELECT id, source, event_id, trace_id, received_at FROM callback_log WHERE id >= ? AND trace_id IN (?`+
+		strings.Repeat(", ?", len(rows)-1)+`)`, args...)
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, p := range rows {
+		if p.res.ID == 0 {
+			return 0, nil, fmt.Errorf("%w: no row read back for %s %q", ErrUnaccounted, p.row.Source, p.row.EventID)
+		}
+	}
+	fresh := eventOrder(rows)
+	args = args[:0]
+	for _, p := range fresh {
+		args = append(args, p.row.Source, p.row.EventID, p.res.ID, receivedAt(p.row))
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO callback_event (source, event_id, log_id, received_at) VALUES (?, ?, ?, ?)`+
+		strings.Repeat(", (?, ?, ?, ?)", len(fresh)-1)+` ON DUPLICATE KEY UPDATE log_id = callback_event.log_id`, args...); err != nil {
+		return 0, nil, err
+	}
 	bySource := map[string][]*pendingInsert{}
 	var sources []string
-	for _, p := range rows {
+	for _, p := range fresh {
 		if bySource[p.row.Source] == nil {
 			sources = append(sources, p.row.Source)
 		}
 		bySource[p.row.Source] = append(bySource[p.row.Source], p)
 	}
+	// The events are locked already (the INSERT's); the read locks them
+	// again, by the primary key only: a scan of callback_event (the
+	// optimizer's choice on a small table) would wait for every event
+	// other transactions are writing.
 	for _, source := range sources {
 		ps := bySource[source]
-		in := "(?" + strings.Repeat(", ?", len(ps)-1) + ")"
 		args = append(args[:0], source)
-		byEvent := make(map[string]*pendingInsert, len(ps))
 		for _, p := range ps {
 			args = append(args, p.row.EventID)
-			byEvent[p.row.EventID] = p
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO callback_event (source, event_id, log_id, received_at)
-			SELECT source, event_id, id, received_at FROM callback_log WHERE source = ? AND event_id IN `+in+`
-			ON DUPLICATE KEY UPDATE log_id = callback_event.log_id`, args...); err != nil {
-			return 0, nil, err
-		}
+		stored := make(map[string]int64, len(ps))
 		err := queryTx(ctx, tx, func(rs *sql.Rows) error {
 			for rs.Next() {
 				var (
-					event    string
-					logID    int64
-					id       sql.NullInt64
-					traceID  sql.NullString
-					received sql.NullTime
+					event string
+					logID int64
 				)
-				if err := rs.Scan(&event, &logID, &id, &traceID, &received); err != nil {
+				if err := rs.Scan(&event, &logID); err != nil {
 					return err
 				}
-				p := byEvent[event]
-				switch {
-				case p == nil:
-				case !id.Valid || id.Int64 == logID:
-					p.res = InsertResult{ID: logID, Duplicate: !id.Valid || !p.mine(traceID.String, received.Time)}
-				case p.mine(traceID.String, received.Time):
-					// Ours, but the event was there before it: a
-					// duplicate of a callback whose payload is gone.
-					gone = append(gone, id.Int64)
-					p.res = InsertResult{ID: logID, Duplicate: true}
-				default:
-					// A stored row the event names no longer (written
-					// by an older callgate): it answers, as it did.
-					p.res = InsertResult{ID: id.Int64, Duplicate: true}
-				}
+				stored[event] = logID
 			}
 			return nil
-		}, `SELECT e.event_id, e.log_id, l.id, l.trace_id, l.received_at FROM callback_event e
-			LEFT JOIN callback_log l ON l.source = e.source AND l.event_id = e.event_id
-			WHERE e.source = ? AND e.event_id IN `+in+` FOR UPDATE`, args...)
+		}, `SELECT event_id, log_id FROM callback_event FORCE INDEX (PRIMARY) WHERE source = ? AND event_id IN (?`+
+			strings.Repeat(", ?", len(ps)-1)+`) FOR UPDATE`, args...)
 		if err != nil {
 			return 0, nil, err
 		}
+		for _, p := range ps {
+			logID, ok := stored[p.row.EventID]
+			if !ok {
+				return 0, nil, fmt.Errorf("%w: no event for %s %q", ErrUnaccounted, p.row.Source, p.row.EventID)
+			}
+			if logID != p.res.ID {
+				// Ours, but the event was there before it: a duplicate.
+				gone = append(gone, p.res.ID)
+				p.res = InsertResult{ID: logID, Duplicate: true}
+			}
+		}
 	}
 	return inserted, gone, nil
+}
+
+// eventOrder returns rows sorted by (source, event_id): every transaction
+// writes its events in that order, so that two batches sharing events
+// wait for each other rather than deadlock.
+func eventOrder(rows []*pendingInsert) []*pendingInsert {
+	out := slices.Clone(rows)
+	slices.SortFunc(out, func(a, b *pendingInsert) int {
+		if c := strings.Compare(a.row.Source, b.row.Source); c != 0 {
+			return c
+		}
+		return strings.Compare(a.row.EventID, b.row.EventID)
+	})
+	return out
 }
 
 // deleteLogs deletes the callback_log rows ids, new in this transaction.
@@ -338,7 +408,7 @@ func (s *Store) canReturn(ctx context.Context) bool {
 // insertOne writes one callback with writeIntake.
 func (s *Store) insertOne(ctx context.Context, l *callback.Log, returning bool) (InsertResult, error) {
 	p := &pendingInsert{row: l}
-	if _, err := s.writeIntake(ctx, []*pendingInsert{p}, returning); err != nil {
+	if _, _, err := s.writeIntake(ctx, []*pendingInsert{p}, returning); err != nil {
 		return InsertResult{}, fmt.Errorf("error inserting callback log: %w", translate(err))
 	}
 	if p.res.ID == 0 {

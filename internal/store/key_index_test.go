@@ -35,7 +35,8 @@ func rowsRead(t *testing.T, tx *store.Tx) int64 {
 // Before, the optimizer was free to pick an index on status (or the
 // primary key, by id) for these statements while the table's statistics
 // were young, and read every PENDING row: measured in the benchmark's open
-// loop at 400/s, 311 rows per statement on average.
+// loop at 400/s, 311 rows per statement on average. (With the day
+// partitions a key also costs one probe per partition.)
 func TestKeyQueriesReadOnlyTheirKeys(t *testing.T) {
 	t.Parallel()
 	cfg := testenv.Config(t)
@@ -82,7 +83,12 @@ func TestKeyQueriesReadOnlyTheirKeys(t *testing.T) {
 			maxID = res.ID
 		}
 	}
-	limit := int64(4*batchKeys + 20)
+	// Each key's lookup reads its rows and probes every partition of the
+	// day-partitioned callback_log once (migration 025: the statement
+	// cannot name the rows' days), still far from the backlog's rows.
+	var partitions int64
+	require.NoError(t, st.SQL.QueryRow(`SELECT COUNT(*) FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'callback_log'`).Scan(&partitions))
+	limit := int64(4*batchKeys+20) + batchKeys*partitions
 
 	require.NoError(t, st.InTx(ctx, func(tx *store.Tx) error {
 		before := rowsRead(t, tx)
@@ -104,7 +110,7 @@ func TestKeyQueriesReadOnlyTheirKeys(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, earlier)
 		read = rowsRead(t, tx) - before
-		require.Less(t, read, int64(10), "rows read to check one key's order with %d other callbacks", backlog)
+		require.Less(t, read, 10+partitions, "rows read to check one key's order with %d other callbacks", backlog)
 		return nil
 	}))
 }

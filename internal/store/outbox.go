@@ -72,7 +72,7 @@ func (s *Store) InsertOutboxTx(ctx context.Context, tx *Tx, rows []OutboxRow) er
 
 // markSent records the broker's confirm of the rows with these message
 // ids: SENT, sent_at, one more attempt. The fast path and the relay both
-// mark through it. By message_id, the unique key, never by status: an
+// mark through it. By message_id (its key), never by status: an
 // extra status condition makes MariaDB walk the (status, id) index over
 // every PENDING row instead.
 func markSent(q *gorm.DB, messageIDs []string) error {
@@ -125,7 +125,7 @@ func (s *Store) RecordOutboxFailureTx(ctx context.Context, tx *Tx, ids []int64, 
 func MessageIDPrefix(logID int64) string { return "cb" + strconv.FormatInt(logID, 10) + "." }
 
 // OutboxOf returns the rows callback logID produced (without payloads),
-// in order: its lineage, found by message_id prefix in the unique key.
+// in order: its lineage, found by message_id prefix in its key.
 func (s *Store) OutboxOf(ctx context.Context, logID int64) ([]OutboxRow, error) {
 	var rows []OutboxRow
 	err := s.q(ctx, nil).Omit("payload").Where("message_id LIKE ? AND callback_log_id = ?", MessageIDPrefix(logID)+"%", logID).
@@ -134,24 +134,6 @@ func (s *Store) OutboxOf(ctx context.Context, logID int64) ([]OutboxRow, error) 
 		return nil, fmt.Errorf("error loading the outbox of callback log %d: %w", logID, translate(err))
 	}
 	return rows, nil
-}
-
-// DeleteSentBefore deletes up to limit SENT rows sent before cutoff and
-// returns how many: ids first with a plain read on (status, sent_at), then
-// a delete by id, so no range of the outbox is locked while rows are being
-// marked SENT.
-func (s *Store) DeleteSentBefore(ctx context.Context, cutoff time.Time, limit int) (int, error) {
-	var ids []int64
-	err := s.q(ctx, nil).Model(&OutboxRow{}).Where("status = ? AND sent_at < ?", OutboxSent, cutoff).
-		Order("sent_at").Limit(limit).Pluck("id", &ids).Error
-	if err != nil || len(ids) == 0 {
-		return 0, translate(err)
-	}
-	res := s.q(ctx, nil).Exec(`DELETE FROM outbox WHERE id IN ? AND status = ?`, ids, OutboxSent)
-	if res.Error != nil {
-		return 0, fmt.Errorf("error deleting sent outbox rows: %w", translate(res.Error))
-	}
-	return int(res.RowsAffected), nil
 }
 
 // SentMarker marks outbox rows SENT for many concurrent callers in shared

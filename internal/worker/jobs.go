@@ -43,6 +43,7 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 	stuck := &scheduler.Stuck{Store: st, Horizon: maxRetry + sc.Compensation.Threshold + time.Minute, BatchSize: sc.Stuck.BatchSize, Log: logger}
 	retention := &scheduler.Retention{Store: st, MaxAge: sc.Retention.MaxAge, DeadLetterMaxAge: sc.Retention.DeadLetterMaxAge,
 		DedupeMaxAge: sc.Retention.DedupeMaxAge, BatchSize: sc.Retention.BatchSize, Log: logger}
+	partitions := &scheduler.Partitions{Store: st, DaysAhead: sc.Partitions.DaysAhead, Log: logger}
 	replays := &replay.Runner{Store: st, Announcer: ann, Threshold: sc.Compensation.Threshold,
 		Rate: set.Replay.WithDefaults().Rate, Interval: sc.Compensation.Interval, Log: logger,
 		OnReplayed: func(n int) { m.Replayed.WithLabelValues("bulk").Add(float64(n)) }}
@@ -79,7 +80,13 @@ func startJobs(ctx context.Context, set Settings, st *store.Store, topo broker.T
 		}},
 		{Name: "replays", Interval: sc.Compensation.Interval, Run: replays.RunOnce},
 		{Name: "retention", Interval: sc.Retention.Interval, Run: func(ctx context.Context) error {
-			_, _, err := retention.RunOnce(ctx)
+			_, err := retention.RunOnce(ctx)
+			return err
+		}},
+		// Not at start: the migration made today's partition and days
+		// ahead, and a worker's start must not wait on DDL.
+		{Name: "partitions", Interval: sc.Partitions.Interval, Deferred: true, Run: func(ctx context.Context) error {
+			_, err := partitions.RunOnce(ctx)
 			return err
 		}},
 	}, gocron.WithDistributedElector(elector))
