@@ -25,7 +25,7 @@ FUZZTIME ?= 30s
 GOLANGCI_VERSION := v2.15.0
 GOVULNCHECK_VERSION := v1.9.0
 
-.PHONY: help build services migrate run test test-unit test-faults test-ha bench bench-ha lint fuzz fmt
+.PHONY: help build services migrate run test test-unit test-faults test-ha bench bench-ha bench-scale lint fuzz fmt
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -89,6 +89,14 @@ bench: services build ## the benchmark: raw INSERT baseline, intake alone, worke
 
 bench-ha: services build ## what surviving one machine costs: the intake and drain phases on the single servers, then with durability replica (3 MariaDB) and quorum queues (3 RabbitMQ nodes), in one run
 	BIN=$(BIN) scripts/bench-ha.sh
+
+# make bench-scale's size: callbacks loaded (with an attempt, two outbox
+# rows and an event each) over 30 past days; about 2.8 KB of disk each
+# with 1 KB payloads (BENCHMARKS.md, "At scale").
+SCALE ?= 3000000
+
+bench-scale: services build ## the benchmark at size, not part of make test: the phases on empty tables, then on tables loaded with SCALE (3 million) callbacks over 30 day partitions, then the old retention DELETE of a day against DROP PARTITION under load
+	$(BIN)/loadgen -bin $(BIN) -scale $(SCALE) -json bench-scale-latest.json
 
 lint: ## go vet, gofmt, golangci-lint (committed config) and govulncheck
 	$(GO) vet ./...

@@ -46,6 +46,8 @@ type bench struct {
 	children []*child
 	// mariadbd and beam.smp, when found.
 	mariadbPID, rabbitPID int
+	// scale: make bench-scale's loaded tables (nil: the ordinary run).
+	scale *scaleState
 
 	createdDB bool
 }
@@ -92,11 +94,18 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	if err := b.setup(ctx, rep); err != nil {
 		return rep, err
 	}
+	err := b.runPhases(ctx, rep)
+	rep.TotalSeconds = round(time.Since(b.started).Seconds(), 1)
+	return rep, err
+}
+
+// runPhases runs the chosen phases, in order, into rep.
+func (b *bench) runPhases(ctx context.Context, rep *Report) error {
 	if b.o.phases["baseline"] {
 		ph, err := b.baseline(ctx)
 		rep.Baseline = ph
 		if err != nil {
-			return rep, err
+			return err
 		}
 		b.baselineRate = ph.Measured.OKPerSecond
 	}
@@ -104,14 +113,14 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 		ph, err := b.intakePhase(ctx, "per-request", "pr", false)
 		rep.PerRequest = ph
 		if err != nil {
-			return rep, err
+			return err
 		}
 	}
 	if b.o.phases["group"] {
 		ph, err := b.intakePhase(ctx, "group", "gc", true)
 		rep.Group = ph
 		if err != nil {
-			return rep, err
+			return err
 		}
 	}
 	if b.o.phases["drain"] {
@@ -119,7 +128,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 			d, err := b.drain(ctx, size)
 			rep.Drains = append(rep.Drains, d)
 			if err != nil {
-				return rep, err
+				return err
 			}
 		}
 	}
@@ -127,25 +136,24 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 		ol, e2e, err := b.openLoop(ctx)
 		rep.OpenLoop, rep.EndToEnd = ol, e2e
 		if err != nil {
-			return rep, err
+			return err
 		}
 	}
 	if b.o.phases["sweep"] {
 		sw, err := b.sweep(ctx)
 		rep.Sweep = sw
 		if err != nil {
-			return rep, err
+			return err
 		}
 	}
 	if b.o.phases["cost"] {
 		c, err := b.cost(ctx)
 		rep.Cost = c
 		if err != nil {
-			return rep, err
+			return err
 		}
 	}
-	rep.TotalSeconds = round(time.Since(b.started).Seconds(), 1)
-	return rep, nil
+	return nil
 }
 
 func (b *bench) setup(ctx context.Context, rep *Report) error {
@@ -336,6 +344,11 @@ func (b *bench) writeConfig(name string, v variant) (string, error) {
 		set("worker.metrics_addr", "off")
 	}
 	set("worker.id", "bench-worker-"+b.runID)
+	if b.scale != nil {
+		// The loaded days are the retention phase's to remove, and the
+		// phases' to meet as loaded: no retention in the worker.
+		set("scheduler.retention.max_age", "0s")
+	}
 	out, err := yaml.Marshal(tree)
 	if err != nil {
 		return "", err

@@ -406,8 +406,12 @@ func (b *bench) countRows(ctx context.Context, eventPrefix string) (int, error) 
 
 // truncate empties the callback tables so that each phase starts on an
 // empty table (and the worker of the open loop sees none of the earlier
-// phases' PENDING rows).
+// phases' PENDING rows); on the tables make bench-scale loaded, it
+// removes the phases' rows only (clearLive).
 func (b *bench) truncate(ctx context.Context) error {
+	if b.scale != nil && b.scale.loaded {
+		return b.clearLive(ctx)
+	}
 	for _, t := range []string{"callback_log", "callback_attempt", "outbox", "callback_key"} {
 		if _, err := b.db.ExecContext(ctx, "TRUNCATE TABLE "+t); err != nil {
 			return fmt.Errorf("truncating %s: %w", t, err)

@@ -144,7 +144,8 @@ func (b *bench) drain(ctx context.Context, size int) (*Drain, error) {
 	d.Succeeded, d.Failed, d.Pending = byStatus["SUCCESS"], byStatus["FAILED"], byStatus["PENDING"]
 	d.Drained = d.Succeeded == d.Backlog && d.Failed == 0 && d.Pending == 0
 	var first, last *time.Time
-	if err := b.db.QueryRowContext(ctx, `SELECT MIN(processed_at), MAX(processed_at) FROM callback_log WHERE status = 'SUCCESS'`).Scan(&first, &last); err != nil {
+	if err := b.db.QueryRowContext(ctx, `SELECT MIN(processed_at), MAX(processed_at) FROM callback_log WHERE status = 'SUCCESS' AND id > ?`,
+		b.floor("callback_log")).Scan(&first, &last); err != nil {
 		return d, err
 	}
 	if first != nil && last != nil {

@@ -78,7 +78,8 @@ func (b *bench) e2eFromDB(ctx context.Context, e *EndToEnd, lastSend, winStart, 
 	e.Drained = e.StillPending == 0 && e.Failed == 0 && e.Succeeded == e.Accepted
 
 	var first, last *time.Time
-	if err := b.db.QueryRowContext(ctx, `SELECT MIN(processed_at), MAX(processed_at) FROM callback_log WHERE status = 'SUCCESS'`).Scan(&first, &last); err != nil {
+	if err := b.db.QueryRowContext(ctx, `SELECT MIN(processed_at), MAX(processed_at) FROM callback_log WHERE status = 'SUCCESS' AND id > ?`,
+		b.floor("callback_log")).Scan(&first, &last); err != nil {
 		return err
 	}
 	if first != nil && last != nil {
@@ -105,9 +106,10 @@ func (b *bench) e2eFromDB(ctx context.Context, e *EndToEnd, lastSend, winStart, 
 	return nil
 }
 
-// countByStatus counts the rows of a table by status.
+// countByStatus counts the rows of a table by status (the phases' rows:
+// above the loaded ones of make bench-scale).
 func (b *bench) countByStatus(ctx context.Context, table string) (map[string]int, error) {
-	rows, err := b.db.QueryContext(ctx, "SELECT status, COUNT(*) FROM "+table+" GROUP BY status")
+	rows, err := b.db.QueryContext(ctx, "SELECT status, COUNT(*) FROM "+table+" WHERE id > ? GROUP BY status", b.floor(table))
 	if err != nil {
 		return nil, err
 	}
@@ -126,10 +128,11 @@ func (b *bench) countByStatus(ctx context.Context, table string) (map[string]int
 
 // lags returns processed_at - received_at of the callbacks received in
 // [winStart, winEnd) (one not processed yet counts with its lag now, and
-// is counted in unprocessed), and of every SUCCESS callback.
+// is counted in unprocessed), and of every SUCCESS callback (the
+// phase's: above make bench-scale's loaded ones).
 func (b *bench) lags(ctx context.Context, winStart, winEnd time.Time) (window []time.Duration, unprocessed int, all []time.Duration, err error) {
 	now := time.Now()
-	rows, err := b.db.QueryContext(ctx, `SELECT received_at, processed_at, status = 'SUCCESS' FROM callback_log`)
+	rows, err := b.db.QueryContext(ctx, `SELECT received_at, processed_at, status = 'SUCCESS' FROM callback_log WHERE id > ?`, b.floor("callback_log"))
 	if err != nil {
 		return nil, 0, nil, err
 	}

@@ -26,6 +26,11 @@
 // RSS of the gateway, the worker, mariadbd, beam.smp and loadgen itself are
 // read from /proc for each measured window.
 //
+// With -scale N (make bench-scale) it runs the phases twice, on empty
+// tables and on tables loaded with N callbacks over -scale-days past
+// days, then times retention at that size: the row-by-row DELETE
+// callgate ran before day partitions against DROP PARTITION (scale.go).
+//
 //	go build -o bin/ ./cmd/... && bin/loadgen -json bench-latest.json
 package main
 
@@ -91,6 +96,18 @@ type options struct {
 	strict      bool
 	cpuProfile  string
 	cost        costOptions
+	// make bench-scale (scale.go): callbacks to load (0: the ordinary
+	// run), over how many past days, with how many statements at once;
+	// the retention phase's reference stretches, its longest wait for
+	// purge after the DELETE, its longest open loop, and the old
+	// retention's batch size.
+	scale           int
+	scaleDays       int
+	scaleConns      int
+	retentionRef    time.Duration
+	retentionSettle time.Duration
+	retentionMax    time.Duration
+	retentionBatch  int
 }
 
 // defaultPhases run unless -phases says otherwise; allPhases adds those
@@ -99,6 +116,14 @@ var (
 	defaultPhases = []string{"baseline", "per-request", "group", "drain", "open", "sweep"}
 	allPhases     = append(slices.Clone(defaultPhases), "cost")
 )
+
+// scalePhases are the phases of each round of -scale, and retention,
+// which runs once, on the loaded tables.
+var scalePhases = []string{"baseline", "group", "drain", "open", "retention"}
+
+// scaleDrain1Backlog is -scale's batch_size 1 drain backlog, unless
+// -drain1-backlog is given.
+const scaleDrain1Backlog = 3000
 
 func main() {
 	os.Exit(run())
@@ -148,10 +173,36 @@ func run() int {
 	flag.BoolVar(&o.serverSettings, "server-settings", true, "give MariaDB, for the run, the buffer pool and redo log scripts/services.sh configures when it installs it, if it has less (SET GLOBAL, restored at the end)")
 	o.cost.register()
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a project target is missed (correctness failures always exit 1)")
+	flag.IntVar(&o.scale, "scale", 0, "make bench-scale: load this many callbacks (with their attempts, outbox rows and events) over -scale-days past days and run the phases on empty, then on loaded tables, then retention; 0: the ordinary benchmark")
+	flag.IntVar(&o.scaleDays, "scale-days", 30, "-scale: the past UTC days the loaded callbacks are spread over, a partition each")
+	flag.IntVar(&o.scaleConns, "scale-conns", 2, "-scale: load statements running at once")
+	flag.DurationVar(&o.retentionRef, "retention-ref", 20*time.Second, "-scale: retention phase's reference stretches (before the DELETE, before and after DROP PARTITION)")
+	flag.DurationVar(&o.retentionSettle, "retention-settle", time.Minute, "-scale: retention phase: the longest to wait after the DELETE for purge to catch up")
+	flag.DurationVar(&o.retentionMax, "retention-max", 15*time.Minute, "-scale: retention phase: the longest its open loop may last (it ends when the steps are done)")
+	flag.IntVar(&o.retentionBatch, "retention-batch", 500, "-scale: the old retention's batch size (scheduler.retention.batch_size as shipped)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "loadgen: unexpected arguments %q\n", flag.Args())
 		return 2
+	}
+	if o.scale < 0 || (o.scale > 0 && (o.scaleDays < 2 || o.scale < o.scaleDays || o.scaleConns < 1 || o.retentionRef <= 0 || o.retentionMax <= 0 || o.retentionBatch < 1)) {
+		fmt.Fprintf(os.Stderr, "loadgen: -scale must not be negative; with -scale: -scale-days at least 2 and at most -scale, -scale-conns, -retention-ref, -retention-max, -retention-batch positive\n")
+		return 2
+	}
+	valid := allPhases
+	if o.scale > 0 {
+		valid = append(slices.Clone(allPhases), "retention")
+		given := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		if !given["phases"] {
+			phases = strings.Join(scalePhases, ",")
+		}
+		// The batch_size 1 drain is the slowest phase, and slower at
+		// size: a smaller backlog keeps it within -drain-max and the
+		// run short.
+		if !given["drain1-backlog"] {
+			o.drain1Backlog = scaleDrain1Backlog
+		}
 	}
 	o.phases = map[string]bool{}
 	for _, p := range strings.Split(phases, ",") {
@@ -159,12 +210,8 @@ func run() int {
 		if p == "" {
 			continue
 		}
-		ok := false
-		for _, q := range allPhases {
-			ok = ok || p == q
-		}
-		if !ok {
-			fmt.Fprintf(os.Stderr, "loadgen: unknown phase %q (want %s)\n", p, strings.Join(allPhases, ","))
+		if !slices.Contains(valid, p) {
+			fmt.Fprintf(os.Stderr, "loadgen: unknown phase %q (want %s; retention with -scale only)\n", p, strings.Join(valid, ","))
 			return 2
 		}
 		o.phases[p] = true
@@ -185,7 +232,7 @@ func run() int {
 	}
 	// The open loop's rate (unless -rate is given) and every sweep step are
 	// ratios of the baseline: it runs first.
-	if !o.phases["baseline"] && (o.phases["sweep"] || (o.phases["open"] && o.rate == 0)) {
+	if !o.phases["baseline"] && (o.phases["sweep"] || ((o.phases["open"] || o.phases["retention"]) && o.rate == 0)) {
 		fmt.Fprintf(os.Stderr, "loadgen: adding the baseline phase: the open loop's rate and the sweep's steps are ratios of it\n")
 		o.phases["baseline"] = true
 	}
@@ -197,6 +244,9 @@ func run() int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "loadgen: %v\n", err)
 		return 1
+	}
+	if o.scale > 0 {
+		return runScale(ctx, b)
 	}
 	rep, runErr := b.run(ctx)
 	b.cleanup(runErr != nil)
@@ -221,6 +271,30 @@ func run() int {
 	}
 	if o.strict && !rep.AllTargetsMet {
 		fmt.Fprintf(os.Stderr, "loadgen: project targets missed\n")
+		return 1
+	}
+	return 0
+}
+
+// runScale is make bench-scale's run, report and exit code.
+func runScale(ctx context.Context, b *bench) int {
+	sr, runErr := b.runScale(ctx)
+	b.cleanup(runErr != nil)
+	sr.evaluate()
+	printScale(os.Stdout, sr)
+	if b.o.jsonPath != "" {
+		if err := writeJSON(b.o.jsonPath, sr); err != nil {
+			fmt.Fprintf(os.Stderr, "loadgen: %v\n", err)
+			return 1
+		}
+		b.logf("figures written to %s", b.o.jsonPath)
+	}
+	if runErr != nil {
+		fmt.Fprintf(os.Stderr, "loadgen: %v\n", runErr)
+		return 1
+	}
+	if !sr.CorrectnessOK {
+		fmt.Fprintf(os.Stderr, "loadgen: correctness check failed (see the VERIFY lines)\n")
 		return 1
 	}
 	return 0

@@ -60,6 +60,9 @@ type OpenLoop struct {
 	// Slices: latency (from scheduled time) by 10 s of scheduled time,
 	// warm-up included: does it degrade as the backlog grows?
 	Slices []Slice `json:"slices"`
+	// Spans: latency of the requests in flight during each span
+	// openSpec.during returned (make bench-scale's retention).
+	Spans []SpanStats `json:"spans,omitempty"`
 }
 
 // Slice is the latency of the requests scheduled in [From, To) seconds.
@@ -91,6 +94,11 @@ type openSpec struct {
 	// meterDrain meters the processes while waiting; series samples the
 	// pipeline once a second.
 	meterDrain, series bool
+	// during, when set, runs beside the load from the end of the warm-up
+	// on, and the load lasts until it returns (duration is then the
+	// longest it may last); the spans it returns get latency figures of
+	// their own (OpenLoop.Spans).
+	during func(ctx context.Context, t0 time.Time) ([]Span, error)
 }
 
 // openLoop is the open phase: -rate, or -open-ratio x the baseline.
@@ -215,6 +223,22 @@ func (b *bench) openRun(ctx context.Context, spec openSpec) (*OpenLoop, *EndToEn
 	}
 	var winStart, winEnd edge
 	var res Resources
+	// With spec.during the load (and the window) ends when it returns:
+	// stopAt is then its time since t0, and loadEnd is closed.
+	var (
+		stopAt    atomic.Int64
+		spans     []Span
+		duringErr error
+	)
+	loadEnd := make(chan struct{})
+	if spec.during != nil {
+		go func() {
+			defer close(loadEnd)
+			sleepUntil(ctx, t0.Add(W))
+			spans, duringErr = spec.during(ctx, t0)
+			stopAt.Store(int64(time.Since(t0)))
+		}()
+	}
 	windowDone := make(chan struct{})
 	go func() {
 		defer close(windowDone)
@@ -222,7 +246,11 @@ func (b *bench) openRun(ctx context.Context, spec openSpec) (*OpenLoop, *EndToEn
 		m := startMeter(procs, hwm, b.dbStatus, b.foreignQueries)
 		winStart.pending = b.pending(ctx)
 		winStart.processed, winStart.published = workerMetrics()
-		sleepUntil(ctx, t0.Add(W+D))
+		select { // loadEnd is never closed without spec.during
+		case <-ctx.Done():
+		case <-time.After(time.Until(t0.Add(W + D))):
+		case <-loadEnd:
+		}
 		winEnd.pending = b.pending(ctx)
 		winEnd.processed, winEnd.published = workerMetrics()
 		res = m.finish()
@@ -231,6 +259,9 @@ func (b *bench) openRun(ctx context.Context, spec openSpec) (*OpenLoop, *EndToEn
 	// Dispatch: each request at its scheduled time, on its own goroutine;
 	// overdue ones go out at once and keep their scheduled time.
 	for i := 0; i < n && ctx.Err() == nil; {
+		if stop := time.Duration(stopAt.Load()); stop > 0 && offsets[i] >= stop {
+			break
+		}
 		now := time.Since(t0)
 		if offsets[i] > now {
 			time.Sleep(offsets[i] - now)
@@ -264,6 +295,12 @@ func (b *bench) openRun(ctx context.Context, spec openSpec) (*OpenLoop, *EndToEn
 	}
 	wg.Wait()
 	<-windowDone
+	if spec.during != nil {
+		<-loadEnd // it may outlast the longest load
+		if stop := time.Duration(stopAt.Load()); stop > W && stop-W < D {
+			D = stop - W
+		}
+	}
 	ol.Resources = res
 	ol.FirstErrors = errs
 	if err := ctx.Err(); err != nil {
@@ -271,6 +308,11 @@ func (b *bench) openRun(ctx context.Context, spec openSpec) (*OpenLoop, *EndToEn
 		return ol, e2e, err
 	}
 	total, lastSend := ol.summarize(recs, W, D)
+	ol.Spans = spanStats(recs, spans)
+	if duringErr != nil {
+		endSeries()
+		return ol, e2e, duringErr
+	}
 	ol.PendingAtStart, ol.PendingAtEnd = winStart.pending, winEnd.pending
 	// Grew: by more than one second of arrivals over the window.
 	ol.BacklogGrew = ol.PendingAtEnd-ol.PendingAtStart > int(spec.rate)

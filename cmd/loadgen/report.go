@@ -348,7 +348,7 @@ func (r *Report) targets() {
 	}
 }
 
-func writeJSON(path string, r *Report) error {
+func writeJSON(path string, r any) error {
 	raw, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
