@@ -203,7 +203,7 @@ func (b *bench) cost(ctx context.Context) (*Cost, error) {
 			return c, err
 		}
 		defer replica.Close()
-		if replica0 = readStatus(replica); replica0 == nil {
+		if replica0 = readStatus(replica, costStatusVars); replica0 == nil {
 			return c, fmt.Errorf("cost: cannot read the counters of -cost-replica %s", o.replicaDSN)
 		}
 	}
@@ -274,7 +274,7 @@ func (b *bench) cost(ctx context.Context) (*Cost, error) {
 		}
 	}
 	if replica != nil && c.Processed > 0 {
-		if r1 := readStatus(replica); r1 != nil {
+		if r1 := readStatus(replica, costStatusVars); r1 != nil {
 			c.Replica = map[string]float64{}
 			for k, v := range r1 {
 				c.Replica[k] = round((v-replica0[k])/float64(c.Processed), 3)
@@ -446,11 +446,11 @@ func (b *bench) costSettle(ctx context.Context, wbase string, wm0 metricsText, a
 }
 
 // costStatus reads costStatusVars of the benchmark's server (nil on error).
-func (b *bench) costStatus() map[string]float64 { return readStatus(b.db) }
+func (b *bench) costStatus() map[string]float64 { return readStatus(b.db, costStatusVars) }
 
-// readStatus reads costStatusVars of a server (nil on error).
-func readStatus(db *sql.DB) map[string]float64 {
-	rows, err := db.Query("SHOW GLOBAL STATUS WHERE Variable_name IN ('" + strings.Join(costStatusVars, "','") + "')")
+// readStatus reads the global counters vars of a server (nil on error).
+func readStatus(db *sql.DB, vars []string) map[string]float64 {
+	rows, err := db.Query("SHOW GLOBAL STATUS WHERE Variable_name IN ('" + strings.Join(vars, "','") + "')")
 	if err != nil {
 		return nil
 	}

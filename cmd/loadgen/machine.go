@@ -47,26 +47,7 @@ var dbStatusVars = []string{"Questions", "Com_begin", "Com_commit", "Com_select"
 	"Handler_read_rnd_next", "Innodb_buffer_pool_reads", "Innodb_row_lock_waits", "Innodb_row_lock_time"}
 
 // dbStatus reads MariaDB's global counters (nil on error).
-func (b *bench) dbStatus() map[string]float64 {
-	q := "SHOW GLOBAL STATUS WHERE Variable_name IN ('" + strings.Join(dbStatusVars, "','") + "')"
-	rows, err := b.db.Query(q)
-	if err != nil {
-		return nil
-	}
-	defer rows.Close()
-	out := map[string]float64{}
-	for rows.Next() {
-		var k string
-		var v float64
-		if rows.Scan(&k, &v) == nil {
-			out[k] = v
-		}
-	}
-	if rows.Err() != nil {
-		return nil
-	}
-	return out
-}
+func (b *bench) dbStatus() map[string]float64 { return readStatus(b.db, dbStatusVars) }
 
 // foreignQueries names the other databases with a query running in MariaDB
 // right now (not ours, not idle connections).
