@@ -29,6 +29,14 @@ const partitionFuture = "p_future"
 // retention's drops.
 const partitionsLock = "callgate-partitions."
 
+// partitionsLockQueue is how long a run waits for another's partition
+// DDL to end (GET_LOCK's timeout). Waiting for the named lock holds no
+// table's lock, so it may be long: under load three tables' splits take
+// more than the DDL's own lock_wait_timeout (lockWait, 1 s), and a
+// second worker's run, the lease being lost meanwhile, must not fail for
+// that.
+const partitionsLockQueue = time.Minute
+
 // DayPartition is one partition of a day-partitioned table.
 type DayPartition struct {
 	Name string
@@ -103,7 +111,8 @@ func utcDay(t time.Time) time.Time {
 // next run) instead of queueing every intake INSERT behind it for the
 // server's lock_wait_timeout (a day by default). Runs on several workers
 // at once are serialized by the lock, and each re-reads the partitions
-// under it: the second finds nothing left to do.
+// under it: the second (waiting up to partitionsLockQueue for the
+// first) finds nothing left to do.
 func (s *Store) partitionDDL(ctx context.Context, lockWait time.Duration, fn func(conn *sql.Conn) error) error {
 	conn, err := s.sql.Conn(ctx)
 	if err != nil {
@@ -127,11 +136,12 @@ func (s *Store) partitionDDL(ctx context.Context, lockWait time.Duration, fn fun
 		return fmt.Errorf("error preparing partition changes: %w", translate(err))
 	}
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(CONCAT(?, DATABASE()), ?)`, partitionsLock, secs).Scan(&got); err != nil {
+	queue := int(partitionsLockQueue / time.Second)
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(CONCAT(?, DATABASE()), ?)`, partitionsLock, queue).Scan(&got); err != nil {
 		return fmt.Errorf("error locking partitions: %w", translate(err))
 	}
 	if got.Int64 != 1 {
-		return fmt.Errorf("partitions: another worker holds the partitions lock for more than %s", time.Duration(secs)*time.Second)
+		return fmt.Errorf("partitions: another worker holds the partitions lock for more than %s", partitionsLockQueue)
 	}
 	err = fn(conn)
 	if _, rerr := conn.ExecContext(ctx, `DO RELEASE_LOCK(CONCAT(?, DATABASE()))`, partitionsLock); rerr != nil {

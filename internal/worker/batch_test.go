@@ -259,7 +259,10 @@ func TestBatchPaymentRefusedInsideTheBatch(t *testing.T) {
 	var order payment.Order
 	require.NoError(t, st.DB.Take(&order, "order_code = ?", o[1]).Error)
 	require.Equal(t, "PAY-2", *order.PaymentNo)
-	require.InDelta(t, 1, testutil.ToFloat64(m.BatchFallbacks.WithLabelValues("handler")), 0)
+	// At least once: on a loaded machine the batch's transaction can pass
+	// its bound and be killed (store/tx_bounded.go), and the batch run
+	// again meets the same refusal (a fresh-clone make test saw 2).
+	require.GreaterOrEqual(t, testutil.ToFloat64(m.BatchFallbacks.WithLabelValues("handler")), 1.0)
 }
 
 // carrierRun stores a sequence of carrier events that exercises every rule
