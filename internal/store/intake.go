@@ -145,22 +145,7 @@ func intakeReturning(ctx context.Context, tx *sql.Tx, rows []*pendingInsert) (go
 		args = insertArgs(args, p.row)
 		byEvent[eventKey{p.row.Source, p.row.EventID}] = p
 	}
-	err = queryTx(ctx, tx, func(rs *sql.Rows) error {
-		for rs.Next() {
-			var (
-				id                     int64
-				source, event, traceID string
-				received               time.Time
-			)
-			if err := rs.Scan(&id, &source, &event, &traceID, &received); err != nil {
-				return err
-			}
-			if p := byEvent[eventKey{source, event}]; p != nil && p.mine(traceID, received) {
-				p.res = InsertResult{ID: id}
-			}
-		}
-		return nil
-	}, insertBatchSQL(len(rows))+returningSQL, args...)
+	err = queryTx(ctx, tx, claimOwnRows(byEvent), insertBatchSQL(len(rows))+returningSQL, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -237,22 +222,7 @@ func intakeReadBack(ctx context.Context, tx *sql.Tx, rows []*pendingInsert) (ins
 		byEvent[eventKey{p.row.Source, p.row.EventID}] = p
 		args = append(args, p.row.TraceID)
 	}
-	err = queryTx(ctx, tx, func(rs *sql.Rows) error {
-		for rs.Next() {
-			var (
-				id                     int64
-				source, event, traceID string
-				received               time.Time
-			)
-			if err := rs.Scan(&id, &source, &event, &traceID, &received); err != nil {
-				return err
-			}
-			if p := byEvent[eventKey{source, event}]; p != nil && p.res.ID == 0 && p.mine(traceID, received) {
-				p.res = InsertResult{ID: id}
-			}
-		}
-		return nil
-	}, `SELECT id, source, event_id, trace_id, received_at FROM callback_log WHERE id >= ? AND trace_id IN (?`+
+	err = queryTx(ctx, tx, claimOwnRows(byEvent), `SELECT id, source, event_id, trace_id, received_at FROM callback_log WHERE id >= ? AND trace_id IN (?`+
 		strings.Repeat(", ?", len(rows)-1)+`)`, args...)
 	if err != nil {
 		return 0, nil, err
@@ -320,6 +290,28 @@ func intakeReadBack(ctx context.Context, tx *sql.Tx, rows []*pendingInsert) (ins
 		}
 	}
 	return inserted, gone, nil
+}
+
+// claimOwnRows reads callback_log rows (id, source, event_id, trace_id,
+// received_at), from RETURNING or a read-back, and gives each request the
+// id of the row it wrote itself (p.mine), once.
+func claimOwnRows(byEvent map[eventKey]*pendingInsert) func(*sql.Rows) error {
+	return func(rs *sql.Rows) error {
+		for rs.Next() {
+			var (
+				id                     int64
+				source, event, traceID string
+				received               time.Time
+			)
+			if err := rs.Scan(&id, &source, &event, &traceID, &received); err != nil {
+				return err
+			}
+			if p := byEvent[eventKey{source, event}]; p != nil && p.res.ID == 0 && p.mine(traceID, received) {
+				p.res = InsertResult{ID: id}
+			}
+		}
+		return nil
+	}
 }
 
 // eventOrder returns rows sorted by (source, event_id): every transaction
