@@ -87,16 +87,18 @@ func Suffix() string {
 	return hex.EncodeToString(b)
 }
 
-// DB creates a database, applies the migrations and returns its DSN. The
-// database is dropped when the test ends.
+// DB creates a database holding what the migrations make (a copy of
+// the schema they made in this process: schema.go) and returns its DSN.
+// The database is dropped when the test ends.
 func DB(t testing.TB) string {
 	t.Helper()
 	c, err := mysql.ParseDSN(MySQLServerDSN())
 	require.NoError(t, err)
 	c.DBName = "callgate_t_" + Suffix()
 	dsn := c.FormatDSN()
-	_, err = store.CreateAndMigrate(dsn, 2*time.Second)
+	s, err := migratedSchema(MySQLServerDSN())
 	require.NoError(t, err, "migrating test database (is MariaDB running on 127.0.0.1:3306?)")
+	require.NoError(t, createFrom(*c, s), "creating test database")
 	t.Cleanup(func() {
 		root, err := sql.Open("mysql", MySQLServerDSN())
 		if err != nil {
