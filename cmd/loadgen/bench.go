@@ -22,15 +22,13 @@ import (
 
 // bench holds what every phase shares.
 type bench struct {
-	o      options
-	runID  string
-	dbName string
-	dsn    string // the benchmark database, as given (store normalizes it)
-	prefix string // AMQP prefix
-	dir    string // configs and process logs
-	db     *sql.DB
-	// raised: MariaDB settings this run changed, restored by cleanup.
-	raised  []serverSetting
+	o       options
+	runID   string
+	dbName  string
+	dsn     string // the benchmark database, as given (store normalizes it)
+	prefix  string // AMQP prefix
+	dir     string // configs and process logs
+	db      *sql.DB
 	amqp    *amqp.Connection
 	secret  string // paydemo's signing secret
 	source  string
@@ -50,6 +48,9 @@ type bench struct {
 	scale *scaleState
 
 	createdDB bool
+	// serverBelow: -server-settings=false and MariaDB has less than the
+	// wanted settings (server.go).
+	serverBelow bool
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -76,6 +77,11 @@ func newBench(ctx context.Context, o options) (*bench, error) {
 	}
 	c.DBName = b.dbName
 	b.dsn = c.FormatDSN()
+	// Before anything is created: a server with less than the wanted
+	// settings is refused (server.go).
+	if b.serverBelow, err = b.checkServer(ctx); err != nil {
+		return nil, err
+	}
 
 	dir, err := os.MkdirTemp("", "callgate-bench-"+b.runID+"-")
 	if err != nil {
@@ -182,6 +188,7 @@ func (b *bench) setup(ctx context.Context, rep *Report) error {
 	b.batchSize = cfg.Worker.WithDefaults().BatchSize
 	rep.Settings.WorkerBatchSize = b.batchSize
 
+	rep.Machine.ServerSettingsBelowWanted = b.serverBelow
 	b.logf("database %s, AMQP prefix %s, logs in %s", b.dbName, b.prefix, b.dir)
 	if _, err := store.CreateAndMigrate(b.dsn, 2*time.Second); err != nil {
 		return fmt.Errorf("creating the benchmark database: %w", err)
@@ -200,16 +207,10 @@ func (b *bench) setup(ctx context.Context, rep *Report) error {
 		return fmt.Errorf("connecting to RabbitMQ: %w", err)
 	}
 
-	if b.o.serverSettings {
-		if err := b.raiseServerSettings(ctx); err != nil {
-			return err
-		}
-	}
 	rep.Machine.MariaDB = b.queryString(ctx, "SELECT VERSION()")
 	rep.Machine.InnoDBFlushLogAtTrxCommit = b.queryString(ctx, "SELECT @@innodb_flush_log_at_trx_commit")
 	rep.Machine.InnoDBBufferPoolMB = b.queryString(ctx, "SELECT @@innodb_buffer_pool_size DIV 1048576")
 	rep.Machine.InnoDBLogFileMB = b.queryString(ctx, "SELECT @@innodb_log_file_size DIV 1048576")
-	rep.Machine.ServerSettingsRaised = len(b.raised) > 0
 	if v, ok := b.amqp.Properties["version"].(string); ok {
 		rep.Machine.RabbitMQ = v
 	}
@@ -524,7 +525,6 @@ func (b *bench) cleanup(failed bool) {
 		b.amqp.Close()
 	}
 	if b.db != nil {
-		b.restoreServerSettings()
 		b.db.Close()
 	}
 	if b.createdDB {

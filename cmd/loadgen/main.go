@@ -47,7 +47,8 @@ import (
 )
 
 type options struct {
-	// serverSettings raises MariaDB's buffer pool and redo log for the run
+	// serverSettings refuses a MariaDB with a smaller buffer pool or redo
+	// log than make bench's server has; false measures it as it is
 	// (server.go).
 	serverSettings bool
 	bin            string
@@ -170,7 +171,7 @@ func run() int {
 	flag.StringVar(&phases, "phases", strings.Join(defaultPhases, ","), "phases to run, of: "+strings.Join(allPhases, ","))
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the gateway over the group-commit phase's measured window to this file (needs the gateway's http.pprof_addr)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the database, the queues and the logs")
-	flag.BoolVar(&o.serverSettings, "server-settings", true, "give MariaDB, for the run, the buffer pool and redo log scripts/services.sh configures when it installs it, if it has less (SET GLOBAL, restored at the end)")
+	flag.BoolVar(&o.serverSettings, "server-settings", true, "refuse a MariaDB with less buffer pool or redo log than scripts/services.sh configures when it installs it (make bench starts one of its own that has them: scripts/bench-db.sh); false: measure it as it is (loadgen never changes a server's settings)")
 	o.cost.register()
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a project target is missed (correctness failures always exit 1)")
 	flag.IntVar(&o.scale, "scale", 0, "make bench-scale: load this many callbacks (with their attempts, outbox rows and events) over -scale-days past days and run the phases on empty, then on loaded tables, then retention; 0: the ordinary benchmark")

@@ -15,6 +15,9 @@ func printReport(w io.Writer, r *Report) {
 	if m.ServerSettingsRaised {
 		raised = ", raised for the run"
 	}
+	if m.ServerSettingsBelowWanted {
+		raised = ", below make bench's server's: measured as it is"
+	}
 	fmt.Fprintf(w, "machine: %d x %s, %.0f GB, %s, %s; MariaDB %s (innodb_flush_log_at_trx_commit=%s, buffer pool %s MB, redo log %s MB%s), RabbitMQ %s\n",
 		m.NProc, m.CPUModel, m.MemoryGB, m.Kernel, m.Go, m.MariaDB, m.InnoDBFlushLogAtTrxCommit, m.InnoDBBufferPoolMB, m.InnoDBLogFileMB, raised, m.RabbitMQ)
 	fmt.Fprintf(w, "command: %s\n", r.Command)

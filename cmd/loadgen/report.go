@@ -21,9 +21,14 @@ type Machine struct {
 	InnoDBBufferPoolMB        string  `json:"innodb_buffer_pool_mb"`
 	InnoDBLogFileMB           string  `json:"innodb_log_file_mb"`
 	// ServerSettingsRaised: the run gave MariaDB a larger buffer pool or
-	// redo log than it had (restored at the end; -server-settings).
-	ServerSettingsRaised bool   `json:"server_settings_raised"`
-	RabbitMQ             string `json:"rabbitmq"`
+	// redo log than it had, restored at the end (older reports; loadgen no
+	// longer changes a server's settings: always false).
+	ServerSettingsRaised bool `json:"server_settings_raised"`
+	// ServerSettingsBelowWanted: -server-settings=false measured a MariaDB
+	// with a smaller buffer pool or redo log than make bench's server has
+	// (server.go).
+	ServerSettingsBelowWanted bool   `json:"server_settings_below_wanted,omitempty"`
+	RabbitMQ                  string `json:"rabbitmq"`
 	// BusyBeforeStartPct: CPU in use on the machine in the second before
 	// the run (% of one core); high means someone else was busy too.
 	BusyBeforeStartPct float64 `json:"busy_before_start_pct"`
