@@ -19,8 +19,10 @@ TEST_FLAGS ?= -race -count=1 -timeout 12m -trimpath
 PROPERTY_TEST ?= $(GO) test -count=1 -timeout 10m -trimpath -run '^FuzzMoneyInAnyOrder$$' ./test/differential/
 FAULT_FLAGS ?= -tags fault -count=1 -p 1 -timeout 12m -trimpath
 HA_FLAGS ?= -tags fault,ha -count=1 -p 1 -timeout 15m -trimpath
-HA_UP_LOG ?= $(or $(TMPDIR),/tmp)/callgate-ha-up.log
-HA_TEST_LOG ?= $(or $(TMPDIR),/tmp)/callgate-ha-test.log
+# One of each per slot of scripts/ha.sh (make test's recipe sets
+# CALLGATE_HA_SLOT before it uses them).
+HA_UP_LOG ?= $(or $(TMPDIR),/tmp)/callgate-ha-up-$${CALLGATE_HA_SLOT}.log
+HA_TEST_LOG ?= $(or $(TMPDIR),/tmp)/callgate-ha-test-$${CALLGATE_HA_SLOT}.log
 FUZZTIME ?= 30s
 GOLANGCI_VERSION := v2.15.0
 GOVULNCHECK_VERSION := v1.9.0
@@ -59,7 +61,13 @@ test: services ## every test: unit, integration, browser (race detector on), the
 	@# shown when both are over; the servers are removed at the end. The HA
 	@# scenarios run in a session of their own (a background job ignores
 	@# Ctrl-C): an interrupt stops them too, and removes the servers.
-	scripts/ha.sh up > $(HA_UP_LOG) 2>&1 &
+	@# All of them in a slot of scripts/ha.sh this run claims (ports, node
+	@# names and folder of its own: another clone's make test at the same
+	@# time has another), or CALLGATE_HA_SLOT's.
+	slot=$${CALLGATE_HA_SLOT:-}; [ -n "$$slot" ] || slot=$$(scripts/ha.sh slot $$$$) || exit 1; \
+	  export CALLGATE_HA_SLOT=$$slot; echo "== the HA servers: scripts/ha.sh slot $$slot"; \
+	  scripts/ha.sh up > $(HA_UP_LOG) 2>&1 & \
+	trap "scripts/ha.sh down; exit 130" INT TERM; \
 	status=0; $(GO) test $(TEST_FLAGS) ./... || status=$$?; \
 	  if [ $$status = 0 ]; then \
 	    setsid $(MAKE) --no-print-directory test-ha HA_KEEP=1 > $(HA_TEST_LOG) 2>&1 & ha=$$!; \

@@ -137,7 +137,10 @@ case "${1:-}" in
   env)
     echo "CALLGATE_BENCH_DB_PORT=$PORT"
     echo "CALLGATE_BENCH_DB_DIR=$DIR"
-    echo "CALLGATE_BENCH_MYSQL_DSN=root:@tcp(127.0.0.1:$PORT)/" ;;
+    echo "CALLGATE_BENCH_MYSQL_DSN=root:@tcp(127.0.0.1:$PORT)/"
+    # (the sizes it starts with: scripts/bench-ha.sh gives the HA servers the same)
+    echo "CALLGATE_BENCH_DB_POOL=$(pool_mb)M"
+    echo "CALLGATE_BENCH_DB_REDO=512M" ;;
   flags) echo "-mysql root:@tcp(127.0.0.1:$PORT)/ -db-proc $DATA" ;;
   *) echo "usage: scripts/bench-db.sh up|down|status|env|flags" >&2; exit 2 ;;
 esac

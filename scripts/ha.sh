@@ -33,24 +33,76 @@
 # scripts/ha.sh reset-db the three MariaDB servers from scratch, db1 primary
 #
 # State lives in CALLGATE_HA_DIR (default /tmp/callgate-ha).
+#
+# Slots: two make test runs at once on this machine (two clones) each run
+# these servers in a slot of their own, so that neither reaches, nor stops,
+# the other's. CALLGATE_HA_SLOT=N (default 0) picks the slot of every
+# command above. Slot 0 is what this header describes. Slot N (1..99)
+# shifts every port by 10*N and names its nodes and folder after N:
+#   MariaDB  3307+10N, 3308+10N, 3309+10N
+#   RabbitMQ callgate-ha-N-1..3@localhost on 5681+10N..5683+10N, and
+#            callgate-fault-N@localhost on 5684+10N (dist ports +20000)
+#   state    /tmp/callgate-ha-N (CALLGATE_HA_DIR still wins), its lock
+#            /tmp/callgate-ha-N.lock
+# `down` stops only its slot's servers: its kill patterns match the slot's
+# node names and data folders and no other slot's (callgate-ha-1-2@ is not
+# callgate-ha-11-2@, nor slot 0's callgate-ha-1@).
+#
+# scripts/ha.sh slot [PID] prints the lowest free slot of 0..9 and claims
+#                        it for PID (default: the caller; make test gives
+#                        its recipe's shell) until `down` of that slot.
+#                        Free: no live claim, nothing listening on any of
+#                        its ports, its lock not held (flock -n). A claim is
+#                        a folder /tmp/callgate-ha-slots/N holding its
+#                        owner's pid; it is live while that process is, so
+#                        a run that starts its servers minutes after it
+#                        claimed keeps its slot, and the claim of a run
+#                        killed before its `down` is taken again once its
+#                        ports are closed and its lock free. The choice
+#                        and the claim happen under one machine-wide lock
+#                        (/tmp/callgate-ha-slots.lock): two runs starting
+#                        together get two slots.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The servers run as the mysql and rabbitmq users, in folders this script
-# gives them: that takes root.
-if [ "$(id -u)" != 0 ]; then exec sudo -E "$0" "$@"; fi
+# gives them: that takes root. (slot's default owner is the caller, not
+# sudo.)
+if [ "$(id -u)" != 0 ]; then
+  if [ "${1:-}" = slot ] && [ $# -lt 2 ]; then set -- slot "$PPID"; fi
+  exec sudo -E "$0" "$@"
+fi
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 
-HA_DIR=${CALLGATE_HA_DIR:-/tmp/callgate-ha}
-DB_PORTS=(3307 3308 3309)
-MQ_PORTS=(5681 5682 5683)
-FAULT_MQ_PORT=5684
-FAULT_MQ_NODE=callgate-fault@localhost
+SLOT=${CALLGATE_HA_SLOT:-0}
+if ! [[ $SLOT =~ ^[0-9]{1,2}$ ]]; then echo "ha: CALLGATE_HA_SLOT=$SLOT: want a number, 0 to 99" >&2; exit 2; fi
+SLOT=$((10#$SLOT))
+CLAIMS=/tmp/callgate-ha-slots
+
+# slot_config n: the ports, node names and default folder of slot n.
+slot_config() {
+  local o=$((10 * $1)) s=""
+  [ "$1" = 0 ] || s="-$1"
+  DB_PORTS=($((3307 + o)) $((3308 + o)) $((3309 + o)))
+  MQ_PORTS=($((5681 + o)) $((5682 + o)) $((5683 + o)))
+  FAULT_MQ_PORT=$((5684 + o))
+  MQ_NODES=("callgate-ha$s-1@localhost" "callgate-ha$s-2@localhost" "callgate-ha$s-3@localhost")
+  FAULT_MQ_NODE="callgate-fault$s@localhost"
+  SLOT_DIR="/tmp/callgate-ha$s"
+}
+slot_config "$SLOT"
+HA_DIR=${CALLGATE_HA_DIR:-$SLOT_DIR}
 # SEMI_SYNC_TIMEOUT_MS is rpl_semi_sync_master_timeout on the primary. The
 # scenarios stop replication for 10 s and must see what a fallback to
 # asynchronous replication does, so the test cluster falls back after 1 s;
 # docs/deployment.md says what production needs.
 SEMI_SYNC_TIMEOUT_MS=${CALLGATE_HA_SEMI_SYNC_TIMEOUT_MS:-1000}
+# The servers' buffer pool and redo log: small for the scenarios (three
+# servers per slot on one machine); make bench-ha gives them what the
+# benchmark wants (scripts/bench-ha.sh), as loadgen measures no server
+# below it.
+DB_POOL=${CALLGATE_HA_DB_POOL:-256M}
+DB_REDO=${CALLGATE_HA_DB_REDO:-128M}
 
 log() { echo "ha: $*" >&2; }
 
@@ -78,7 +130,7 @@ start_db() { # n
   setsid /usr/sbin/mariadbd --no-defaults --datadir="$dir" --socket="$(db_sock "$n")" \
     --port="$port" --bind-address=127.0.0.1 --user=mysql --server-id=$((100 + n)) \
     --log-bin="$dir/binlog" --log-slave-updates=1 --binlog-format=ROW --gtid-strict-mode=1 \
-    --rpl-semi-sync-slave-enabled=ON --innodb-buffer-pool-size=256M --innodb-log-file-size=128M \
+    --rpl-semi-sync-slave-enabled=ON --innodb-buffer-pool-size="$DB_POOL" --innodb-log-file-size="$DB_REDO" \
     --max-connections=500 --skip-name-resolve \
     --pid-file="$HA_DIR/db$n.pid" --log-error="$HA_DIR/db$n.err" </dev/null >/dev/null 2>&1 9>&- &
   wait_for "db$n" 60 db "$n" "SELECT 1"
@@ -106,7 +158,7 @@ make_replica() {
 }
 
 mq_node() { # n: node n's name (n "fault": the fault suite's broker)
-  if [ "$1" = fault ]; then echo "$FAULT_MQ_NODE"; else echo "callgate-ha-$1@localhost"; fi
+  if [ "$1" = fault ]; then echo "$FAULT_MQ_NODE"; else echo "${MQ_NODES[$(($1 - 1))]}"; fi
 }
 
 mq_port() { # n: node n's AMQP port
@@ -124,7 +176,7 @@ mq_env() { # n: the environment of node n
 
 mqctl() { # n, args...
   local n=$1; shift
-  rabbitmqctl -q -n "callgate-ha-$n@localhost" "$@"
+  rabbitmqctl -q -n "$(mq_node "$n")" "$@"
 }
 
 start_mq() { # n
@@ -141,10 +193,10 @@ start_mq() { # n
 }
 
 join_mq() { # n: join node n to node 1's cluster, unless it is in it
-  if mqctl "$1" cluster_status 2>/dev/null | grep -q "callgate-ha-1@localhost"; then return 0; fi
-  log "mq$1: joining callgate-ha-1@localhost"
+  if mqctl "$1" cluster_status 2>/dev/null | grep -qF "${MQ_NODES[0]}"; then return 0; fi
+  log "mq$1: joining ${MQ_NODES[0]}"
   mqctl "$1" stop_app
-  mqctl "$1" join_cluster callgate-ha-1@localhost
+  mqctl "$1" join_cluster "${MQ_NODES[0]}"
   mqctl "$1" start_app
 }
 
@@ -207,15 +259,71 @@ down() {
   done
   kill_pidfile "$HA_DIR/mqfault/pid"
   # Whatever the pid files missed: the servers by their data folders, the
-  # Erlang VMs of the nodes by their names.
-  pkill -9 -f -- "--datadir=$HA_DIR/db[123]( |$)" 2>/dev/null || true
-  pkill -9 -f -- "callgate-ha-[123]@localhost|$FAULT_MQ_NODE" 2>/dev/null || true
+  # Erlang VMs of the nodes by their names (this slot's only: see the
+  # header).
+  pkill -9 -f -- "--datadir=$(re_quote "$HA_DIR")/db[123]( |$)" 2>/dev/null || true
+  kill_nodes "${MQ_NODES[@]}" "$FAULT_MQ_NODE"
   for p in "${DB_PORTS[@]}" "${MQ_PORTS[@]}" "$FAULT_MQ_PORT"; do port_gone "$p"; done
-  rm -rf "$HA_DIR"
-  log "down"
+  rm -rf "$HA_DIR" "${CLAIMS:?}/$SLOT"
+  log "down (slot $SLOT)"
+}
+
+# kill_nodes node...: SIGKILL the Erlang VMs of these RabbitMQ nodes, and
+# whatever names them on its command line (the CLI tools talking to
+# them). RabbitMQ passes a server its node name in the environment
+# (RABBITMQ_NODENAME), not on the command line: its VM is found by that
+# exact line of /proc/PID/environ, which no other slot's node has (nor
+# epmd, shared by all, which is no beam.smp).
+kill_nodes() {
+  local pid node
+  for pid in $(pgrep -x beam.smp || true); do
+    for node in "$@"; do
+      if tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ" | grep -qxF "RABBITMQ_NODENAME=$node"; then
+        kill -9 "$pid" 2>/dev/null || true
+      fi
+    done
+  done
+  pkill -9 -f -- "$(IFS='|'; echo "$*")" 2>/dev/null || true
+}
+
+re_quote() { # s: s as an extended regular expression matching s only
+  printf '%s' "$1" | sed 's/[][\\.*^$+?(){}|]/\\&/g'
+}
+
+# slot_free n: nothing listens on slot n's ports (its AMQP ports' dist
+# ports too) and nobody holds its lock.
+slot_free() {
+  (
+    slot_config "$1"
+    for p in "${DB_PORTS[@]}" "${MQ_PORTS[@]}" "$FAULT_MQ_PORT"; do port_open "$p" && exit 1; done
+    for p in "${MQ_PORTS[@]}" "$FAULT_MQ_PORT"; do port_open $((p + 20000)) && exit 1; done
+    [ ! -e "$SLOT_DIR.lock" ] || flock -n "$SLOT_DIR.lock" true
+  )
+}
+
+# claim_slot owner: print the lowest free slot of 0..9 and claim it for
+# the process owner (the header says how).
+claim_slot() {
+  local owner=$1 n c pid
+  exec 8>"$CLAIMS.lock"
+  flock 8
+  mkdir -p "$CLAIMS"
+  for n in 0 1 2 3 4 5 6 7 8 9; do
+    c="$CLAIMS/$n"
+    pid=$(cat "$c/owner" 2>/dev/null || true)
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then continue; fi
+    slot_free "$n" || continue
+    rm -rf "$c" && mkdir "$c" && echo "$owner" >"$c/owner"
+    log "slot $n claimed for process $owner"
+    echo "$n"
+    return 0
+  done
+  log "slot: slots 0 to 9 are all taken (scripts/ha.sh down with CALLGATE_HA_SLOT=N frees N)"
+  return 1
 }
 
 status() {
+  echo "slot $SLOT $HA_DIR"
   for n in 1 2 3; do
     if port_open "${DB_PORTS[$((n - 1))]}"; then
       echo "db$n :${DB_PORTS[$((n - 1))]} up read_only=$(db "$n" "SELECT @@read_only") gtid=$(db "$n" "SELECT @@gtid_current_pos")"
@@ -224,9 +332,9 @@ status() {
     fi
   done
   for n in 1 2 3; do
-    if port_open "${MQ_PORTS[$((n - 1))]}"; then echo "mq$n :${MQ_PORTS[$((n - 1))]} up"; else echo "mq$n :${MQ_PORTS[$((n - 1))]} down"; fi
+    if port_open "${MQ_PORTS[$((n - 1))]}"; then echo "mq$n ${MQ_NODES[$((n - 1))]} :${MQ_PORTS[$((n - 1))]} up"; else echo "mq$n ${MQ_NODES[$((n - 1))]} :${MQ_PORTS[$((n - 1))]} down"; fi
   done
-  if port_open "$FAULT_MQ_PORT"; then echo "mqfault :$FAULT_MQ_PORT up"; else echo "mqfault :$FAULT_MQ_PORT down"; fi
+  if port_open "$FAULT_MQ_PORT"; then echo "mqfault $FAULT_MQ_NODE :$FAULT_MQ_PORT up"; else echo "mqfault $FAULT_MQ_NODE :$FAULT_MQ_PORT down"; fi
 }
 
 env_out() {
@@ -237,9 +345,13 @@ env_out() {
     echo "CALLGATE_FAULT_MQ_NODE=$FAULT_MQ_NODE"
     return
   fi
+  # The slot and folder too: the HA tests run this script again
+  # (kill-mq, promote...) on the same servers.
+  echo "CALLGATE_HA_SLOT=$SLOT"
   echo "CALLGATE_HA_DIR=$HA_DIR"
   echo "CALLGATE_HA_DB_PORTS=$(IFS=,; echo "${DB_PORTS[*]}")"
   echo "CALLGATE_HA_MQ_PORTS=$(IFS=,; echo "${MQ_PORTS[*]}")"
+  echo "CALLGATE_HA_MQ_NODES=$(IFS=,; echo "${MQ_NODES[*]}")"
   # Where the tests create their databases and prefixes: the primary and
   # the first node (internal/testenv).
   echo "CALLGATE_TEST_MYSQL_DSN=root:@tcp(127.0.0.1:${DB_PORTS[0]})/"
@@ -248,7 +360,7 @@ env_out() {
 
 kill_db() {
   kill_pidfile "$HA_DIR/db$1.pid"
-  pkill -9 -f -- "--datadir=$HA_DIR/db$1( |$)" 2>/dev/null || true
+  pkill -9 -f -- "--datadir=$(re_quote "$HA_DIR")/db$1( |$)" 2>/dev/null || true
   port_gone "${DB_PORTS[$(($1 - 1))]}"
 }
 
@@ -259,12 +371,12 @@ port_gone() { # port: wait until nothing listens there
 
 kill_mq() {
   kill_pidfile "$HA_DIR/mq$1/pid"
-  pkill -9 -f -- "callgate-ha-$1@localhost" 2>/dev/null || true
+  kill_nodes "$(mq_node "$1")"
   port_gone "${MQ_PORTS[$(($1 - 1))]}"
 }
 
 mq_safe_to_lose() { # n
-  wait_for "quorum queues without mq$1" 120 rabbitmq-queues -q -n "callgate-ha-$1@localhost" check_if_node_is_quorum_critical
+  wait_for "quorum queues without mq$1" 120 rabbitmq-queues -q -n "$(mq_node "$1")" check_if_node_is_quorum_critical
 }
 
 slave_field() { # n field: a field of SHOW SLAVE STATUS on db n
@@ -338,6 +450,7 @@ case "${1:-}" in
   up) if [ "${2:-}" = fault ]; then locked up_fault; else locked up; fi ;;
   down) locked down ;;
   status) status ;;
+  slot) claim_slot "${2:-$PPID}" ;;
   env) env_out "${2:-}" ;;
   kill-db) kill_db "$2" ;;
   start-db) start_db "$2" ;;
@@ -346,5 +459,5 @@ case "${1:-}" in
   mq-safe-to-lose) mq_safe_to_lose "$2" ;;
   promote) promote ;;
   reset-db) reset_db ;;
-  *) echo "usage: scripts/ha.sh up [fault]|down|status|env [fault]|kill-db N|start-db N|kill-mq N|start-mq N|mq-safe-to-lose N|promote|reset-db" >&2; exit 2 ;;
+  *) echo "usage: scripts/ha.sh up [fault]|down|status|slot [PID]|env [fault]|kill-db N|start-db N|kill-mq N|start-mq N|mq-safe-to-lose N|promote|reset-db" >&2; exit 2 ;;
 esac

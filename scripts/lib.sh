@@ -20,8 +20,10 @@ apt_install() {
   if ! command -v apt-get >/dev/null; then
     log "cannot install $*: no apt-get on this machine; install it by hand"; exit 1
   fi
-  if [ -z "$apt_updated" ]; then $SUDO apt-get update -qq; apt_updated=1; fi
+  # (DPkg::Lock::Timeout: another run installing at the same time is
+  # waited for, not failed on.)
+  if [ -z "$apt_updated" ]; then $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq; apt_updated=1; fi
   # No service manager may be running (containers): install without
   # starting, the scripts start the daemons themselves.
-  $SUDO env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -qq "$@" >/dev/null
+  $SUDO env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >/dev/null
 }

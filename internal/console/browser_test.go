@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -110,7 +111,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 	require.Positive(t, e.count(t, "svg.chart rect.received"), "intake bars drawn")
 	require.Positive(t, e.count(t, "svg.chart rect.failed"), "failure bars drawn")
 	e.noCSPViolations(t)
-	e.screenshot(t, "/tmp/admin-dashboard.png")
+	e.screenshot(t, "admin-dashboard.png")
 
 	// 4. Search by key, open the one row.
 	e.clickAndWait(t, `nav a[href="/admin/callbacks"]`)
@@ -151,7 +152,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 	require.Equal(t, 1, e.count(t, "#facts-arrived tbody tr.this"), "the callback's own fact is marked")
 	require.Contains(t, e.text(t, "#money-left"), "0 CNY")
 	e.noCSPViolations(t)
-	e.screenshot(t, "/tmp/admin-detail.png")
+	e.screenshot(t, "admin-detail.png")
 
 	// 6. A payload with a script tag is shown as text and never runs.
 	e.run(t, chromedp.Navigate(fmt.Sprintf("%s/admin/callbacks/%d", base, xssID)))
@@ -608,8 +609,11 @@ func (e *pageEnv) noCSPViolations(t *testing.T) {
 	require.Empty(t, pgEval[[]string](t, e, `window.__csp || ["recorder missing"]`), "CSP violations on %s", e.location(t))
 }
 
-func (e *pageEnv) screenshot(t *testing.T, path string) {
+// screenshot writes the page to name in the test's artifact directory
+// (kept under -outputdir with go test -artifacts; never a shared path
+// another run's test would write too).
+func (e *pageEnv) screenshot(t *testing.T, name string) {
 	t.Helper()
 	png := pgValue(t, e, chromedp.FullScreenshot(100))
-	require.NoError(t, os.WriteFile(path, png, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(t.ArtifactDir(), name), png, 0o644))
 }

@@ -90,7 +90,7 @@ func TestReconcilePagesInBrowser(t *testing.T) {
 	require.Equal(t, "reconcile", e.text(t, "table.callbacks tbody td.origin"))
 	require.Equal(t, "reconcile", pgEval[string](t, e, `document.querySelector("#f-origin").value`), "the filter is shown back")
 	e.noCSPViolations(t)
-	e.screenshot(t, "/tmp/admin-callbacks-origin.png")
+	e.screenshot(t, "admin-callbacks-origin.png")
 	e.run(t, chromedp.SetValue(chromedp.CSS("#f-origin"), "notify"))
 	e.clickAndWait(t, "#search")
 	require.Equal(t, 1, e.count(t, "table.callbacks tbody tr"))
@@ -137,7 +137,7 @@ func TestReconcilePagesInBrowser(t *testing.T) {
 		{"ORD-BR-SILENT", "paydemo", "7", "unreachable", "dial tcp: connection refused", gaveUp.Add(-time.Second).Format("2006-01-02 15:04:05")},
 	}, cells)
 	e.noCSPViolations(t)
-	e.screenshot(t, "/tmp/admin-reconcile.png")
+	e.screenshot(t, "admin-reconcile.png")
 
 	// The order's link lists its callbacks: the reconciled one.
 	e.clickAndWait(t, "table.unresolved a.order-link")

@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,18 +41,22 @@ import (
 	"callgate/internal/testenv"
 )
 
-// haCluster is what scripts/ha.sh started (its env command).
+// haCluster is what scripts/ha.sh started (its env command): the ports
+// and node names of its slot (CALLGATE_HA_SLOT, which the script it runs
+// again reads too).
 type haCluster struct {
-	dbPorts, mqPorts []string
+	dbPorts, mqPorts, mqNodes []string
 }
 
 func cluster(t *testing.T) *haCluster {
 	t.Helper()
-	db, mq := os.Getenv("CALLGATE_HA_DB_PORTS"), os.Getenv("CALLGATE_HA_MQ_PORTS")
-	if db == "" || mq == "" {
+	db, mq, nodes := os.Getenv("CALLGATE_HA_DB_PORTS"), os.Getenv("CALLGATE_HA_MQ_PORTS"), os.Getenv("CALLGATE_HA_MQ_NODES")
+	if db == "" || mq == "" || nodes == "" {
 		t.Fatal("the HA scenarios run through make test-ha (scripts/ha.sh starts the servers and sets CALLGATE_HA_*)")
 	}
-	return &haCluster{dbPorts: strings.Split(db, ","), mqPorts: strings.Split(mq, ",")}
+	c := &haCluster{dbPorts: strings.Split(db, ","), mqPorts: strings.Split(mq, ","), mqNodes: strings.Split(nodes, ",")}
+	require.Len(t, c.mqNodes, len(c.mqPorts), "CALLGATE_HA_MQ_NODES names a node for each of CALLGATE_HA_MQ_PORTS")
+	return c
 }
 
 // script runs scripts/ha.sh with args and returns its standard output.
@@ -512,8 +517,8 @@ func (c *haCluster) queueLeader(t *testing.T, queue string) int {
 	t.Helper()
 	var out []byte
 	var err error
-	for n := range c.mqPorts {
-		cmd := exec.Command("rabbitmqctl", "-q", "-n", fmt.Sprintf("callgate-ha-%d@localhost", n+1),
+	for _, node := range c.mqNodes {
+		cmd := exec.Command("rabbitmqctl", "-q", "-n", node,
 			"list_queues", "name", "leader", "--formatter", "json")
 		if out, err = cmd.Output(); err == nil {
 			break
@@ -527,10 +532,9 @@ func (c *haCluster) queueLeader(t *testing.T, queue string) int {
 	require.NoError(t, json.Unmarshal(out, &queues), "%s", out)
 	for _, q := range queues {
 		if q.Name == queue {
-			m := regexp.MustCompile(`^callgate-ha-(\d)@`).FindStringSubmatch(q.Leader)
-			require.NotNil(t, m, "leader %q", q.Leader)
-			n, _ := strconv.Atoi(m[1])
-			return n
+			n := slices.Index(c.mqNodes, q.Leader)
+			require.NotEqual(t, -1, n, "leader %q is none of %v", q.Leader, c.mqNodes)
+			return n + 1
 		}
 	}
 	require.FailNow(t, "no such queue", queue)

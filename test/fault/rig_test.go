@@ -425,7 +425,8 @@ func drainDownstream(t *testing.T, queue string, want map[string]int64) downstre
 
 // Broker control: TestBrokerRestart stops and starts the RabbitMQ
 // application of a broker of its own, callgate-fault@localhost on 5684
-// (scripts/ha.sh up fault starts it; make test-faults does). The servers
+// in slot 0 of scripts/ha.sh (up fault starts it; make test-faults does;
+// another slot's has another name and port). The servers
 // on 3306 and 5672 are never stopped: MySQL is taken away with a proxy.
 
 // faultBroker is the broker TestBrokerRestart stops: its AMQP URL and
