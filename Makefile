@@ -66,8 +66,8 @@ test: services ## every test: unit, integration, browser (race detector on), the
 	@# time has another), or CALLGATE_HA_SLOT's.
 	slot=$${CALLGATE_HA_SLOT:-}; [ -n "$$slot" ] || slot=$$(scripts/ha.sh slot $$$$) || exit 1; \
 	  export CALLGATE_HA_SLOT=$$slot; echo "== the HA servers: scripts/ha.sh slot $$slot"; \
-	  scripts/ha.sh up > $(HA_UP_LOG) 2>&1 & \
 	trap "scripts/ha.sh down; exit 130" INT TERM; \
+	  scripts/ha.sh up > $(HA_UP_LOG) 2>&1 & \
 	status=0; $(GO) test $(TEST_FLAGS) ./... || status=$$?; \
 	  if [ $$status = 0 ]; then \
 	    setsid $(MAKE) --no-print-directory test-ha HA_KEEP=1 > $(HA_TEST_LOG) 2>&1 & ha=$$!; \
@@ -82,13 +82,17 @@ test-unit: services ## the tests without the fault suite
 	$(GO) test $(TEST_FLAGS) ./...
 	$(PROPERTY_TEST)
 
-test-faults: services ## the fault suite: real processes, killed workers, broker and MySQL outages (the broker it stops is its own, on 5684: scripts/ha.sh up fault; HA_KEEP=1 keeps it; CALLGATE_HA_SLOT=N: slot N's)
-	scripts/ha.sh up fault || { [ -n "$(HA_KEEP)" ] || scripts/ha.sh down; exit 1; }
+test-faults: services ## the fault suite: real processes, killed workers, broker and MySQL outages (the broker it stops is its own, on 5684: scripts/ha.sh up fault; HA_KEEP=1 keeps it; in the slot CALLGATE_HA_SLOT names, else a free one it claims)
+	slot=$${CALLGATE_HA_SLOT:-}; [ -n "$$slot" ] || { slot=$$(scripts/ha.sh slot $$$$) || exit 1; echo "== scripts/ha.sh slot $$slot (CALLGATE_HA_SLOT=$$slot scripts/ha.sh down removes its servers)"; }; \
+	  export CALLGATE_HA_SLOT=$$slot; \
+	scripts/ha.sh up fault || { [ -n "$(HA_KEEP)" ] || scripts/ha.sh down; exit 1; }; \
 	status=0; env $$(scripts/ha.sh env fault) $(GO) test $(FAULT_FLAGS) -v ./test/fault/ || status=$$?; \
 	  if [ -z "$(HA_KEEP)" ]; then scripts/ha.sh down; fi; exit $$status
 
-test-ha: services ## the HA scenarios: primary lost, replication stopped, broker nodes lost, processes lost (scripts/ha.sh starts a 3-server MariaDB and a 3-node RabbitMQ, then removes them; HA_KEEP=1 keeps them; CALLGATE_HA_SLOT=N: slot N's)
-	scripts/ha.sh up || { [ -n "$(HA_KEEP)" ] || scripts/ha.sh down; exit 1; }
+test-ha: services ## the HA scenarios: primary lost, replication stopped, broker nodes lost, processes lost (scripts/ha.sh starts a 3-server MariaDB and a 3-node RabbitMQ, then removes them; HA_KEEP=1 keeps them; in the slot CALLGATE_HA_SLOT names, else a free one it claims)
+	slot=$${CALLGATE_HA_SLOT:-}; [ -n "$$slot" ] || { slot=$$(scripts/ha.sh slot $$$$) || exit 1; echo "== scripts/ha.sh slot $$slot (CALLGATE_HA_SLOT=$$slot scripts/ha.sh down removes its servers)"; }; \
+	  export CALLGATE_HA_SLOT=$$slot; \
+	scripts/ha.sh up || { [ -n "$(HA_KEEP)" ] || scripts/ha.sh down; exit 1; }; \
 	status=0; env $$(scripts/ha.sh env) $(GO) test $(HA_FLAGS) -v -run '^TestHA' ./test/fault/ || status=$$?; \
 	  if [ -z "$(HA_KEEP)" ]; then scripts/ha.sh down; fi; exit $$status
 

@@ -72,7 +72,14 @@ pool_mb() {
   echo "$mb"
 }
 
+# own_server: the server answering on PORT is this folder's.
+own_server() { [ "$(db "SELECT @@datadir" 2>/dev/null)" = "$DATA/" ]; }
+
 up() {
+  # One up at a time per folder: a second one would remove the first's
+  # data while it starts (the server must not inherit the lock: 8>&-).
+  exec 8>"$DIR.lock"
+  flock -n 8 || { log "another scripts/bench-db.sh up of $DIR is under way"; exit 1; }
   if port_open "$PORT"; then
     log "127.0.0.1:$PORT is taken (another run's server, or one left running: scripts/bench-db.sh down removes a server of this script's; CALLGATE_BENCH_DB_PORT picks another port)"
     exit 1
@@ -95,8 +102,8 @@ up() {
     --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
     --innodb-buffer-pool-size="${pool}M" --innodb-log-file-size=512M \
     --innodb-flush-log-at-trx-commit=1 --sync-binlog=0 \
-    --pid-file="$DIR/mariadbd.pid" --log-error="$DIR/mariadbd.err" </dev/null >/dev/null 2>&1 &
-  wait_for "MariaDB on $PORT" 120 db "SELECT 1"
+    --pid-file="$DIR/mariadbd.pid" --log-error="$DIR/mariadbd.err" </dev/null >/dev/null 2>&1 8>&- &
+  wait_for "MariaDB on $PORT" 120 own_server
   trap - ERR INT TERM
   log "up: $(status)"
 }

@@ -16,10 +16,15 @@ PHASES=${PHASES:-baseline,group,drain}
 # wants (loadgen refuses a server below them, and changes none).
 while IFS='=' read -r k v; do export "$k=$v"; done < <(scripts/bench-db.sh env)
 export CALLGATE_HA_DB_POOL=${CALLGATE_HA_DB_POOL:-$CALLGATE_BENCH_DB_POOL} CALLGATE_HA_DB_REDO=${CALLGATE_HA_DB_REDO:-$CALLGATE_BENCH_DB_REDO}
-scripts/ha.sh up
+# The HA servers in a slot of their own (scripts/ha.sh slot), never one a
+# make test running beside uses.
+CALLGATE_HA_SLOT=${CALLGATE_HA_SLOT:-$(scripts/ha.sh slot $$)}
+export CALLGATE_HA_SLOT
 bench_db=""
 trap '[ -z "$bench_db" ] || scripts/bench-db.sh down; [ -n "${HA_KEEP:-}" ] || scripts/ha.sh down' EXIT
-scripts/bench-db.sh up && bench_db=1
+scripts/ha.sh up
+scripts/bench-db.sh up || exit 1
+bench_db=1
 while IFS='=' read -r k v; do export "$k=$v"; done < <(scripts/ha.sh env)
 urls=""
 for p in ${CALLGATE_HA_MQ_PORTS//,/ }; do urls="${urls:+$urls,}amqp://guest:guest@127.0.0.1:$p/"; done

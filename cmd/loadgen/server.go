@@ -40,7 +40,7 @@ func wantedServerSettings() map[string]int64 {
 		for _, line := range strings.Split(string(b), "\n") {
 			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
 				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-					pool = min(max(kb<<10/4, 512<<20), 4<<30)
+					pool = min(max((kb/1024/4)<<20, 512<<20), 4<<30) // whole MB, as scripts/bench-db.sh computes it
 				}
 			}
 		}

@@ -22,8 +22,11 @@ import (
 // themselves. The schema is made again on a new UTC day, as the
 // partitions are named after the day the migrations ran.
 type schema struct {
-	day    string
-	tables []schemaTable
+	day string
+	// charset and collation: the database's defaults, as the migrations'
+	// CREATE DATABASE gave them (tests create tables of their own).
+	charset, collation string
+	tables             []schemaTable
 }
 
 type schemaTable struct {
@@ -50,9 +53,8 @@ func migratedSchema(server string) (*schema, error) {
 		return nil, err
 	}
 	c.DBName = "callgate_tmpl_" + Suffix()
-	if _, err := store.CreateAndMigrate(c.FormatDSN(), 2*time.Second); err != nil {
-		return nil, err
-	}
+	// Values are copied as the server prints them, never as time.Time.
+	c.ParseTime = false
 	db, err := sql.Open("mysql", c.FormatDSN())
 	if err != nil {
 		return nil, err
@@ -61,6 +63,9 @@ func migratedSchema(server string) (*schema, error) {
 		_, _ = db.Exec("DROP DATABASE IF EXISTS `" + c.DBName + "`")
 		_ = db.Close()
 	}()
+	if _, err := store.CreateAndMigrate(c.FormatDSN(), 2*time.Second); err != nil {
+		return nil, err
+	}
 	s, err := readSchema(db)
 	if err != nil {
 		return nil, err
@@ -89,6 +94,21 @@ func readSchema(db *sql.DB) (*schema, error) {
 		return nil, err
 	}
 	s := &schema{}
+	if err := db.QueryRow("SELECT default_character_set_name, default_collation_name FROM information_schema.schemata WHERE schema_name = DATABASE()").Scan(&s.charset, &s.collation); err != nil {
+		return nil, fmt.Errorf("reading the database's character set: %w", err)
+	}
+	// Only tables are copied: anything else the migrations made would be
+	// lost without a word.
+	var others int
+	if err := db.QueryRow(`SELECT (SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_type <> 'BASE TABLE')
+		+ (SELECT COUNT(*) FROM information_schema.triggers WHERE trigger_schema = DATABASE())
+		+ (SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE())
+		+ (SELECT COUNT(*) FROM information_schema.events WHERE event_schema = DATABASE())`).Scan(&others); err != nil {
+		return nil, err
+	}
+	if others > 0 {
+		return nil, fmt.Errorf("the migrations made %d views, triggers, routines or events, which testenv does not copy: copy them in schema.go", others)
+	}
 	for _, n := range names {
 		t := schemaTable{name: n}
 		var ignored string
@@ -144,7 +164,7 @@ func createFrom(c mysql.Config, s *schema) error {
 		return err
 	}
 	defer root.Close()
-	if _, err := root.Exec("CREATE DATABASE `" + name + "`"); err != nil {
+	if _, err := root.Exec("CREATE DATABASE `" + name + "` CHARACTER SET " + s.charset + " COLLATE " + s.collation); err != nil {
 		return err
 	}
 	c.DBName = name

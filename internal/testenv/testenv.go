@@ -98,7 +98,6 @@ func DB(t testing.TB) string {
 	dsn := c.FormatDSN()
 	s, err := migratedSchema(MySQLServerDSN())
 	require.NoError(t, err, "migrating test database (is MariaDB running on 127.0.0.1:3306?)")
-	require.NoError(t, createFrom(*c, s), "creating test database")
 	t.Cleanup(func() {
 		root, err := sql.Open("mysql", MySQLServerDSN())
 		if err != nil {
@@ -107,6 +106,7 @@ func DB(t testing.TB) string {
 		defer root.Close()
 		_, _ = root.Exec("DROP DATABASE IF EXISTS `" + c.DBName + "`")
 	})
+	require.NoError(t, createFrom(*c, s), "creating test database")
 	return dsn
 }
 
