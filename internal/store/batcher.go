@@ -18,9 +18,11 @@ import (
 // multi-row INSERT into callback_log, one into callback_event:
 // Store.writeIntake), so they share one durable commit instead of paying
 // one each. A writer
-// flushes as soon as its previous batch is done (no fixed wait: at low load
-// a batch is one row), up to MaxBatch rows and the server's
-// max_allowed_packet. Each request is answered only once its own row is
+// flushes as soon as its previous batch's statements are done (no fixed
+// wait: at low load a batch is one row), up to MaxBatch rows and the
+// server's max_allowed_packet: the next batch's statements run while the
+// previous batch's COMMIT waits for the disk, and it commits after it
+// (writer). Each request is answered only once its own row is
 // committed, with its own id and duplicate flag, the same answers as the
 // one-INSERT-per-request path (Store.InsertCallback).
 //
@@ -155,15 +157,48 @@ func (b *Batcher) writer(queue chan *pendingInsert) {
 		bytes += next.size
 		return true
 	}}
-	batch := make([]*pendingInsert, 0, b.maxBatch)
+	// A pipeline of two batches: once a batch's statements are done and
+	// its COMMIT is on its way, the next batch is gathered and its
+	// statements run on another connection while that COMMIT waits for
+	// its flush to disk. Each stage stays in order: a batch starts its
+	// statements only once the previous one's are done (so it never holds
+	// a lock the previous one still waits for), and commits and is
+	// answered only once the previous one is answered (so that rows are
+	// committed, and announced, in the order they were written).
+	var prev *flushStage
+	defer func() {
+		if prev != nil {
+			<-prev.done
+		}
+	}()
 	for {
-		var ok bool
-		if batch, ok = g.next(batch); !ok {
+		batch, ok := g.next(make([]*pendingInsert, 0, b.maxBatch))
+		if !ok {
 			return
 		}
-		b.flush(batch)
+		st := &flushStage{stmts: make(chan struct{}), done: make(chan struct{})}
+		go b.flushAfter(batch, prev, st)
+		<-st.stmts
+		if prev != nil {
+			// At most two batches at once: st committing (or waiting
+			// for prev's COMMIT) and the next one's statements.
+			<-prev.done
+		}
+		prev = st
 	}
 }
+
+// flushStage is one batch's progress through the writer's pipeline.
+type flushStage struct {
+	// stmts is closed once the batch's statements are done (its COMMIT
+	// next) or it ended without them.
+	stmts     chan struct{}
+	stmtsOnce sync.Once
+	// done is closed once the batch is committed (or failed) and answered.
+	done chan struct{}
+}
+
+func (s *flushStage) statementsDone() { s.stmtsOnce.Do(func() { close(s.stmts) }) }
 
 // budget is how many bytes of rows one statement may carry: the server's
 // max_allowed_packet less headroom, read once.
@@ -215,12 +250,33 @@ func RowBytesNeeded(bodyBytes, headerBytes int64) int64 {
 }
 
 // flush writes one batch and answers each request in it.
-func (b *Batcher) flush(batch []*pendingInsert) {
+func (b *Batcher) flush(batch []*pendingInsert) { b.flushAfter(batch, nil, nil) }
+
+// flushAfter is flush as a stage of the writer's pipeline: it commits and
+// answers only after prev (if set) is done, and reports its own progress
+// in st (if set).
+func (b *Batcher) flushAfter(batch []*pendingInsert, prev, st *flushStage) {
+	waitPrev := func() {
+		if prev != nil {
+			<-prev.done
+		}
+	}
 	defer func() {
 		for _, p := range batch {
 			close(p.done)
 		}
+		if st != nil {
+			st.statementsDone()
+			close(st.done)
+		}
 	}()
+	beforeCommit := waitPrev
+	if st != nil {
+		beforeCommit = func() {
+			st.statementsDone()
+			waitPrev()
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
 
@@ -238,9 +294,12 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 		}
 	}
 	err := b.st.replicated(ctx, func() (bool, error) {
-		err := b.insert(ctx, unique)
+		err := b.insert(ctx, unique, beforeCommit)
 		var refused *statementError
 		if errors.As(err, &refused) && !connectionFailure(err) && len(unique) > 1 {
+			// Row by row, after the previous batch (whose COMMIT may
+			// still be on its way): these commits need not wait for it.
+			waitPrev()
 			// The statement itself was refused (and rolled back whole): a
 			// row the database refuses must not fail its batch-mates, so
 			// this batch goes row by row.
@@ -256,6 +315,9 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 		}
 		return wrote, err
 	})
+	// A batch that failed before its COMMIT is answered after the
+	// previous one all the same.
+	waitPrev()
 	// Rows committed on the primary alone are answered 503 but announced
 	// all the same: the platform's retry is a duplicate, which is never
 	// announced, and processing them is idempotent.
@@ -293,8 +355,8 @@ func (b *Batcher) flush(batch []*pendingInsert) {
 // 1. On MariaDB the statements answer their rows themselves (INSERT ...
 // RETURNING); elsewhere they are read back. Every row must be accounted
 // for.
-func (b *Batcher) insert(ctx context.Context, rows []*pendingInsert) error {
-	inserted, idsInUse, err := b.st.writeIntake(ctx, rows, b.canReturn(ctx))
+func (b *Batcher) insert(ctx context.Context, rows []*pendingInsert, beforeCommit func()) error {
+	inserted, idsInUse, err := b.st.writeIntakeThen(ctx, rows, b.canReturn(ctx), beforeCommit)
 	if idsInUse > 0 {
 		b.log.Warn("intake: the database gave out a callback_log id already in use; the batch was written again with new ids",
 			"rows", len(rows), "tries", idsInUse+1, "written", err == nil)

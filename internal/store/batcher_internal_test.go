@@ -264,3 +264,83 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// TestBatchCommitsAfterThePreviousIsAnswered: a writer runs the next
+// batch's statements while the previous batch is still on its way (its
+// COMMIT, its announcement), but commits and answers it only after the
+// previous one is answered, so rows are committed and announced in the
+// order they were written. Here the first batch's announcement is held:
+// the second batch's row is written (seen by a dirty read) but neither
+// committed nor answered until the first is released; then both are
+// announced in order.
+func TestBatchCommitsAfterThePreviousIsAnswered(t *testing.T) {
+	t.Parallel()
+	st := openTestStore(t)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var announced []int64
+	onNew := func(rows []Inserted) {
+		mu.Lock()
+		first := len(announced) == 0
+		for _, r := range rows {
+			announced = append(announced, r.ID)
+		}
+		mu.Unlock()
+		if first {
+			<-release
+		}
+	}
+	b := NewBatcher(st, 1, 256, slog.New(slog.NewTextHandler(io.Discard, nil)), onNew)
+	defer b.Close()
+	var releaseOnce sync.Once
+	releaseFirst := func() { releaseOnce.Do(func() { close(release) }) }
+	defer releaseFirst() // before Close, should the test fail first
+	ctx := t.Context()
+	type answer struct {
+		res InsertResult
+		err error
+	}
+	send := func(event string, n int) chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			res, err := b.InsertCallback(ctx, pending(event, n).row)
+			ch <- answer{res, err}
+		}()
+		return ch
+	}
+	first := send("first", 1)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(announced) == 1
+	}, 10*time.Second, time.Millisecond, "the first batch is committed and being announced")
+	second := send("second", 2)
+
+	dirty, err := st.sql.Conn(ctx)
+	require.NoError(t, err)
+	defer dirty.Close()
+	_, err = dirty.ExecContext(ctx, `SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED`)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var n int
+		err := dirty.QueryRowContext(ctx, `SELECT COUNT(*) FROM callback_log WHERE event_id = 'second'`).Scan(&n)
+		return err == nil && n == 1
+	}, 10*time.Second, time.Millisecond, "the second batch's statements run while the first is being announced")
+	require.Zero(t, logRows(t, st, "second"), "not committed before the first batch is answered")
+	select {
+	case a := <-second:
+		t.Fatalf("the second batch was answered before the first: %+v", a)
+	default:
+	}
+	_, _ = dirty.ExecContext(ctx, `SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED`)
+
+	releaseFirst()
+	a1, a2 := <-first, <-second
+	require.NoError(t, a1.err)
+	require.NoError(t, a2.err)
+	require.Less(t, a1.res.ID, a2.res.ID)
+	require.Equal(t, 1, logRows(t, st, "second"))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []int64{a1.res.ID, a2.res.ID}, announced)
+}

@@ -71,12 +71,20 @@ func insertEventSQL(n int) string {
 // partitioned table's AUTO_INCREMENT itself, and has been seen here to
 // hand out an id in use (issue 40); the next statement's ids are past it.
 func (s *Store) writeIntake(ctx context.Context, rows []*pendingInsert, returning bool) (inserted int64, idsInUse int, err error) {
+	return s.writeIntakeThen(ctx, rows, returning, nil)
+}
+
+// writeIntakeThen is writeIntake that calls beforeCommit (if set) once the
+// transaction's statements succeeded, just before its COMMIT, on every
+// try that reaches it: the Batcher's pipeline waits there for the previous
+// batch (Batcher.writer).
+func (s *Store) writeIntakeThen(ctx context.Context, rows []*pendingInsert, returning bool, beforeCommit func()) (inserted int64, idsInUse int, err error) {
 	for {
 		err = retryTransient(ctx, func() error {
 			for _, p := range rows {
 				p.res = InsertResult{}
 			}
-			return s.inOwnTx(ctx, func(tx *sql.Tx) error {
+			return s.inOwnTx(ctx, beforeCommit, func(tx *sql.Tx) error {
 				var gone []int64
 				var err error
 				if returning {
@@ -106,10 +114,11 @@ func (s *Store) writeIntake(ctx context.Context, rows []*pendingInsert, returnin
 const idInUseTries = 3
 
 // inOwnTx runs fn in a transaction on a connection of its own and commits
-// it when fn returns nil. An error before the COMMIT (the transaction
-// rolled back) is a *statementError. A connection that cannot be trusted
-// after an error is discarded, never handed back to the pool.
-func (s *Store) inOwnTx(ctx context.Context, fn func(*sql.Tx) error) error {
+// it when fn returns nil, after calling beforeCommit (if set). An error
+// before the COMMIT (the transaction rolled back) is a *statementError. A
+// connection that cannot be trusted after an error is discarded, never
+// handed back to the pool.
+func (s *Store) inOwnTx(ctx context.Context, beforeCommit func(), fn func(*sql.Tx) error) error {
 	conn, err := s.sql.Conn(ctx)
 	if err != nil {
 		return err
@@ -121,6 +130,9 @@ func (s *Store) inOwnTx(ctx context.Context, fn func(*sql.Tx) error) error {
 			_ = tx.Rollback()
 			err = &statementError{err}
 		} else {
+			if beforeCommit != nil {
+				beforeCommit()
+			}
 			err = tx.Commit()
 		}
 	}
