@@ -150,6 +150,13 @@ func Config(t testing.TB, mutate ...func(*config.Config)) *config.Config {
 	cfg, err := config.Load(filepath.Join(RepoRoot(), "configs", "callgate.yaml"), kinds.Names())
 	require.NoError(t, err)
 	cfg.MySQL.DSN = DB(t)
+	// The tests share one server (max_connections 151 by default) with
+	// each other and with another make test beside them: pools of the
+	// shipped 64, each keeping 64 idle connections, ran it out ("Error
+	// 1040: Too many connections") when two runs met. Tests that need
+	// more set their own.
+	cfg.MySQL.MaxOpenConns = 32
+	cfg.MySQL.MaxIdleConns = 4
 	cfg.AMQP.URL = AMQPURL()
 	cfg.AMQP.Prefix = Prefix(t)
 	cfg.AMQP.ReconnectMin = 100 * time.Millisecond

@@ -183,7 +183,7 @@ func startThroughputRun(t *testing.T, batchSize int, keyFor func(i int) string) 
 		// 4 pools in one test against one MariaDB (max_connections 151):
 		// 16 transactions plus the wake-ups, relay and compensation fit.
 		c.MySQL.MaxOpenConns = 24
-		c.MySQL.MaxIdleConns = 24
+		c.MySQL.MaxIdleConns = 4
 		// No safety net inside the run: a wake-up lost, or a callback
 		// left waiting, cannot be rescued by the compensation job within
 		// the run's 90 s, and fails it.

@@ -149,7 +149,7 @@ func storm(t *testing.T, seed int64, batchSize int) {
 			c.Sources[i].Retry = source.Retry{MaxAttempts: 10, Initial: backoffInitial, Max: 2 * backoffInitial}
 		}
 		c.MySQL.MaxOpenConns = 24
-		c.MySQL.MaxIdleConns = 24
+		c.MySQL.MaxIdleConns = 4
 	})
 	st := testenv.Store(t, cfg)
 	_, err := st.SQL.Exec(`CREATE TABLE chaos_effects (id BIGINT AUTO_INCREMENT PRIMARY KEY, business_key VARCHAR(191) NOT NULL,
