@@ -137,6 +137,7 @@ func (v *violations) add(format string, args ...any) {
 
 // storm runs one seed with one batch size.
 func storm(t *testing.T, seed int64, batchSize int) {
+	testenv.ManyConnections(t) // workers started and killed over a pool of 24
 	r := rand.New(rand.NewPCG(uint64(seed), uint64(batchSize)))
 	cfg := testenv.Config(t, func(c *config.Config) {
 		c.Worker.BatchSize = batchSize
