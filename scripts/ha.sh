@@ -120,11 +120,23 @@ ensure_packages() {
 start_db() { # n
   local n=$1 port=${DB_PORTS[$(($1 - 1))]} dir="$HA_DIR/db$1"
   if port_open "$port"; then return 0; fi
-  if [ ! -d "$dir/mysql" ]; then
-    log "db$n: initialising $dir"
-    mkdir -p "$dir" && chown mysql:mysql "$HA_DIR" "$dir"
-    mariadb-install-db --no-defaults --datadir="$dir" --user=mysql \
-      --auth-root-authentication-method=normal --skip-test-db >"$HA_DIR/db$n.install.log" 2>&1
+  # (db$n.initialised: an initialisation that ended half-way is done again)
+  if [ ! -d "$dir/mysql" ] || [ ! -e "$HA_DIR/db$n.initialised" ]; then
+    # A failed initialisation is shown and tried once more from scratch
+    # (a make test beside another once lost its up here, with no word:
+    # the log went with the folder).
+    local try
+    for try in 1 2; do
+      log "db$n: initialising $dir"
+      rm -rf "$dir" && mkdir -p "$dir" && chown mysql:mysql "$HA_DIR" "$dir"
+      if mariadb-install-db --no-defaults --datadir="$dir" --user=mysql \
+        --auth-root-authentication-method=normal --skip-test-db >"$HA_DIR/db$n.install.log" 2>&1; then
+        touch "$HA_DIR/db$n.initialised"
+        break
+      fi
+      log "db$n: mariadb-install-db failed (try $try):"; tail -20 "$HA_DIR/db$n.install.log" >&2
+      [ "$try" = 1 ] || return 1
+    done
   fi
   log "db$n: starting on 127.0.0.1:$port"
   setsid /usr/sbin/mariadbd --no-defaults --datadir="$dir" --socket="$(db_sock "$n")" \
@@ -133,7 +145,7 @@ start_db() { # n
     --rpl-semi-sync-slave-enabled=ON --innodb-buffer-pool-size="$DB_POOL" --innodb-log-file-size="$DB_REDO" \
     --max-connections=500 --skip-name-resolve \
     --pid-file="$HA_DIR/db$n.pid" --log-error="$HA_DIR/db$n.err" </dev/null >/dev/null 2>&1 9>&- &
-  wait_for "db$n" 60 db "$n" "SELECT 1"
+  wait_for "db$n" 60 db "$n" "SELECT 1" || { log "db$n: the end of its error log:"; tail -20 "$HA_DIR/db$n.err" >&2 2>/dev/null; return 1; }
 }
 
 # make_primary n: semi-sync master on (lossless), writable, no replication.
