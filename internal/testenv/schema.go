@@ -76,21 +76,8 @@ func migratedSchema(server string) (*schema, error) {
 }
 
 func readSchema(db *sql.DB) (*schema, error) {
-	var names []string
-	rows, err := db.Query("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE' ORDER BY table_name")
+	names, err := tableNames(db)
 	if err != nil {
-		return nil, err
-	}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		names = append(names, n)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	s := &schema{}
@@ -121,6 +108,23 @@ func readSchema(db *sql.DB) (*schema, error) {
 		s.tables = append(s.tables, t)
 	}
 	return s, nil
+}
+
+func tableNames(db *sql.DB) ([]string, error) {
+	rows, err := db.Query("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE' ORDER BY table_name")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		names = append(names, n)
+	}
+	return names, rows.Err()
 }
 
 func tableRows(db *sql.DB, table string) ([][]any, error) {

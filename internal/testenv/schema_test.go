@@ -43,41 +43,59 @@ func describe(t *testing.T, dsn string) []string {
 	var name, charset, collation string
 	require.NoError(t, db.QueryRow("SELECT DATABASE(), @@character_set_database, @@collation_database").Scan(&name, &charset, &collation))
 	out := []string{"database " + charset + " " + collation}
-	rows, err := db.Query("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() ORDER BY table_name")
-	require.NoError(t, err)
-	var tables []string
-	for rows.Next() {
-		var n string
-		require.NoError(t, rows.Scan(&n))
-		tables = append(tables, n)
-	}
-	require.NoError(t, rows.Close())
-	for _, tb := range tables {
+	for _, tb := range columnOf(t, db, "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() ORDER BY table_name") {
 		var ignored, create string
 		require.NoError(t, db.QueryRow("SHOW CREATE TABLE `"+tb+"`").Scan(&ignored, &create))
 		out = append(out, strings.ReplaceAll(create, name, "DB"))
-		rs, err := db.Query("SELECT * FROM `" + tb + "`")
-		require.NoError(t, err)
-		cols, err := rs.Columns()
-		require.NoError(t, err)
-		for rs.Next() {
-			raw := make([]sql.RawBytes, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range raw {
-				ptrs[i] = &raw[i]
-			}
-			require.NoError(t, rs.Scan(ptrs...))
-			var row []string
-			for _, b := range raw {
-				if b == nil {
-					row = append(row, "NULL")
-				} else {
-					row = append(row, "'"+string(b)+"'")
-				}
-			}
-			out = append(out, tb+": "+strings.Join(row, ","))
+		for _, r := range rowsOf(t, db, tb) {
+			out = append(out, tb+": "+r)
 		}
-		require.NoError(t, rs.Close())
 	}
+	return out
+}
+
+// columnOf is the first column of q's rows.
+func columnOf(t *testing.T, db *sql.DB, q string) []string {
+	t.Helper()
+	rows, err := db.Query(q)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		require.NoError(t, rows.Scan(&v))
+		out = append(out, v)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// rowsOf is each row of table, its values quoted (NULL as NULL).
+func rowsOf(t *testing.T, db *sql.DB, table string) []string {
+	t.Helper()
+	rows, err := db.Query("SELECT * FROM `" + table + "`")
+	require.NoError(t, err)
+	defer rows.Close()
+	cols, err := rows.Columns()
+	require.NoError(t, err)
+	var out []string
+	for rows.Next() {
+		raw := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range raw {
+			ptrs[i] = &raw[i]
+		}
+		require.NoError(t, rows.Scan(ptrs...))
+		var row []string
+		for _, b := range raw {
+			if b == nil {
+				row = append(row, "NULL")
+			} else {
+				row = append(row, "'"+string(b)+"'")
+			}
+		}
+		out = append(out, strings.Join(row, ","))
+	}
+	require.NoError(t, rows.Err())
 	return out
 }
