@@ -310,9 +310,12 @@ func TestFloodOnOneSourceDoesNotHurtAnother(t *testing.T) {
 	}
 	normal(50, "warm")
 	var quietLat, loudLat []time.Duration
-	for round := range 5 {
+	var flooded time.Duration
+	const rounds = 5
+	for round := range rounds {
 		quietLat = append(quietLat, normal(40, fmt.Sprintf("quiet%d", round))...)
 		before := flood.Load()
+		floodStart := time.Now()
 		flooding.Store(true)
 		require.Eventually(t, func() bool { return flood.Load() >= before+8 }, 5*time.Second, time.Millisecond, "the flood is under way")
 		loudLat = append(loudLat, normal(40, fmt.Sprintf("loud%d", round))...)
@@ -321,6 +324,7 @@ func TestFloodOnOneSourceDoesNotHurtAnother(t *testing.T) {
 		// round stays within the burst and too little of it is refused.
 		require.Eventually(t, func() bool { return flood.Load() >= before+200 }, 10*time.Second, time.Millisecond, "the flood outlasts the bucket")
 		flooding.Store(false)
+		flooded += time.Since(floodStart)
 	}
 	close(stop)
 	wg.Wait()
@@ -328,5 +332,13 @@ func TestFloodOnOneSourceDoesNotHurtAnother(t *testing.T) {
 
 	t.Logf("normal source p99: quiet %v, during flood %v; flood sent %d, %d got 429", quiet, loud, flood.Load(), floodLimited.Load())
 	require.Zero(t, limited, "the normal source is never rate limited")
-	require.Greater(t, floodLimited.Load(), flood.Load()/2, "the flood is mostly refused")
+	// The flood gets what its bucket allows and no more: each round starts
+	// with at most a full bucket (50) and earns 50/s while it floods, plus
+	// the 4 senders' requests in flight as a round ends. How much of it
+	// that is depends on how fast this machine sent it, so the refused
+	// share is not asserted (a loaded machine sends slower, and more of a
+	// slower flood fits the bucket).
+	allowed := int64(rounds*(50+4) + int(50*flooded.Seconds()))
+	require.LessOrEqual(t, flood.Load()-floodLimited.Load(), allowed, "the flood got past its rate limit (flooding for %s)", flooded)
+	require.Positive(t, floodLimited.Load(), "the flood is refused past its bucket")
 }

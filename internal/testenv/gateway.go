@@ -28,6 +28,11 @@ type Gateway struct {
 	done chan error
 }
 
+// startBound is how long a gateway may take to answer after its start: a
+// bound for a start that hangs, not a speed (5 s was passed on a machine
+// running two make tests at once).
+const startBound = time.Minute
+
 // StartGateway runs the whole gateway (store, broker, intake) from cfg
 // until the test ends.
 func StartGateway(t testing.TB, cfg *config.Config) *Gateway {
@@ -42,7 +47,7 @@ func StartGateway(t testing.TB, cfg *config.Config) *Gateway {
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, 5*time.Second, 20*time.Millisecond, "gateway did not come up")
+	}, startBound, 20*time.Millisecond, "gateway did not come up")
 	return g
 }
 
@@ -74,7 +79,7 @@ func WaitReadyURL(t testing.TB, baseURL string) {
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, 10*time.Second, 20*time.Millisecond, "gateway not ready")
+	}, startBound, 20*time.Millisecond, "gateway not ready")
 }
 
 // Stop shuts the gateway down gracefully and returns Run's error.
