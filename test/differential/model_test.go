@@ -212,8 +212,9 @@ func (m *model) decide(e *event) (outcome, string, bool) {
 	if e.Ignored {
 		return outcome{Status: "SUCCESS", Note: ignoredNote(e)}, "", false
 	}
-	// Before the table, 2: the order. The differential runs with a grace
-	// of a nanosecond: no order is at once FAILED.
+	// Before the table, 2: the order. An order the world does not hold
+	// never comes: the event is FAILED once its grace has run out (after
+	// how many attempts is up to timing).
 	var o *modelOrder
 	if code := e.orderCode(); code != "" {
 		if o = m.orders[code]; o == nil {
