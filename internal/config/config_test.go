@@ -300,6 +300,21 @@ func TestLockWaitShorterThanHandlerTimeout(t *testing.T) {
 	require.ErrorContains(t, err, "mysql.lock_wait_timeout: 10s must be shorter than worker.handler_timeout (5s)")
 }
 
+// TestIntakeTimeoutShorterThanWriteTimeout: a store timeout at or past
+// the HTTP write timeout is refused: its 503 could not be written, and
+// the platform would see a closed connection instead (a test that gave
+// the store 15 s beside the 15 s default got EOFs on a loaded machine).
+func TestIntakeTimeoutShorterThanWriteTimeout(t *testing.T) {
+	t.Setenv("T_SHIP_SECRET", "s3cret")
+	cfg, err := config.Parse([]byte("mysql: {intake_timeout: 10s}\n"+valid), kinds)
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Second, cfg.MySQL.IntakeTimeout)
+	_, err = config.Parse([]byte("mysql: {intake_timeout: 15s}\n"+valid), kinds)
+	require.ErrorContains(t, err, "mysql.intake_timeout: 15s must be shorter than http.write_timeout (15s)")
+	_, err = config.Parse([]byte("mysql: {intake_timeout: 3s}\nhttp: {write_timeout: 2s}\n"+valid), kinds)
+	require.ErrorContains(t, err, "mysql.intake_timeout: 3s must be shorter than http.write_timeout (2s)")
+}
+
 // TestOIDCFromTheEnvironment: every admin.oidc setting the issue names
 // comes from its environment variable (the secret also from a _FILE), the
 // lists are comma-separated, and the defaults are filled.

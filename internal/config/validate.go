@@ -61,6 +61,13 @@ func (c Config) Validate(kinds []string) error {
 	if lw, ht := c.MySQL.LockWaitTimeout, c.Worker.WithDefaults().HandlerTimeout; lw > 0 && lw >= ht {
 		errs = append(errs, fmt.Errorf("mysql.lock_wait_timeout: %s must be shorter than worker.handler_timeout (%s), or 0 for half of it", lw, ht))
 	}
+	// The intake's wait for the store ends before the server's write
+	// deadline: an answer due after that deadline (the 503 of a store
+	// timeout) cannot be written, and the platform sees the connection
+	// closed with no answer at all.
+	if it, wt := c.MySQL.WithDefaults().IntakeTimeout, c.HTTP.WithDefaults().WriteTimeout; it >= wt {
+		errs = append(errs, fmt.Errorf("mysql.intake_timeout: %s must be shorter than http.write_timeout (%s): past the write timeout no answer can be written", it, wt))
+	}
 	if len(c.Sources) == 0 {
 		errs = append(errs, errors.New("sources: at least one source is required"))
 	}
