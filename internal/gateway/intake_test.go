@@ -309,7 +309,10 @@ func testIntakeMySQLDownAnswers503Fast(t *testing.T, mode func(*config.Config)) 
 		id := fmt.Sprintf("msg_down_%d", i)
 		a := testenv.Post(t, b.gw.URL, "paydemo", body, testenv.PaydemoHeaders(t, b.cfg, id, time.Now(), body))
 		require.Equal(t, http.StatusServiceUnavailable, a.Status, string(a.Body))
-		require.Less(t, time.Since(start), time.Second, "503 within a second, not a hang")
+		// Answered by the store timeout (2 s) at the latest, not held
+		// until the server's 15 s write timeout: the bound leaves a loaded
+		// machine 3 s of margin.
+		require.Less(t, time.Since(start), 5*time.Second, "a 503 by the store timeout, not a hang")
 		require.Equal(t, "storage temporarily unavailable, please retry", a.Error, "no internals leak")
 	}
 	resp, err := http.Get(b.gw.URL + "/readyz")
@@ -339,7 +342,9 @@ func testIntakeMySQLHungAnswers503WithinTimeout(t *testing.T, mode func(*config.
 	start := time.Now()
 	a := testenv.Post(t, b.gw.URL, "paydemo", body, testenv.PaydemoHeaders(t, b.cfg, "msg_hang", time.Now(), body))
 	require.Equal(t, http.StatusServiceUnavailable, a.Status, string(a.Body))
-	require.Less(t, time.Since(start), 2*time.Second)
+	// The store timeout (500 ms) answers, not the hung server nor the 15 s
+	// write timeout; the bound leaves a loaded machine margin.
+	require.Less(t, time.Since(start), 5*time.Second, "a 503 by the store timeout, not a hang")
 }
 
 func TestHealthAndUnknownRoutes(t *testing.T) {
