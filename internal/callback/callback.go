@@ -57,6 +57,12 @@ type Log struct {
 	// Origin is where the callback came from: OriginNotify (a platform
 	// sent it; "" when writing) or OriginReconcile (callgate asked).
 	Origin string `gorm:"column:origin"`
+	// RetainDay is the row's day partition (retain_day, migration 025),
+	// as read: the worker names it in the statements that settle the row
+	// (a lookup by id alone reads every partition). The database sets it
+	// on INSERT (CURRENT_DATE); gorm writes it only in an update that
+	// names it (a test placing a row on a past day).
+	RetainDay time.Time `gorm:"column:retain_day;<-:update"`
 }
 
 // Origins of a callback (callback_log.origin).

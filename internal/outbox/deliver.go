@@ -15,9 +15,9 @@ type Publisher interface {
 
 var _ Publisher = (*downstream.Publisher)(nil)
 
-// Marker records rows SENT by message id.
+// Marker records rows SENT by message id, on their days (Row.RetainDay).
 type Marker interface {
-	MarkSent(ctx context.Context, messageIDs []string) error
+	MarkSent(ctx context.Context, rows []Row) error
 }
 
 var _ Marker = (*store.SentMarker)(nil)
@@ -34,10 +34,10 @@ func Deliver(ctx context.Context, m Marker, pub Publisher, rows []Row) (int, err
 		msgs[i] = Message(r)
 	}
 	acked, perr := pub.Publish(ctx, msgs)
-	var sent []string
+	var sent []Row
 	for i, ok := range acked {
 		if ok {
-			sent = append(sent, rows[i].MessageID)
+			sent = append(sent, rows[i])
 		}
 	}
 	if err := m.MarkSent(ctx, sent); err != nil {

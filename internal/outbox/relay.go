@@ -150,13 +150,12 @@ func (r *Relay) batch(ctx context.Context) (claimed, sent int, err error) {
 			msgs[i] = Message(row)
 		}
 		acked, perr := r.pub.Publish(ctx, msgs)
-		var ok []string
-		var failed []int64
+		var ok, failed []Row
 		for i, a := range acked {
 			if a {
-				ok = append(ok, rows[i].MessageID)
+				ok = append(ok, rows[i])
 			} else {
-				failed = append(failed, rows[i].ID)
+				failed = append(failed, rows[i])
 			}
 		}
 		if err := r.st.MarkOutboxSentTx(ctx, tx, ok); err != nil {

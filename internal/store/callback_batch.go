@@ -39,14 +39,28 @@ func keyTuples(q *strings.Builder, args []any, keys []Key) []any {
 // duplicate delivery at work, a callback still in another batch) is left
 // out and listed in held, for its caller to run it again later (once that
 // transaction has settled it, or let it go). Ids that do not exist are in
-// neither list.
-func (s *Store) ClaimCallbacksTx(ctx context.Context, tx *Tx, ids []int64) (claimed []callback.Log, held []int64, err error) {
-	err = s.q(ctx, tx).Raw(`SELECT * FROM callback_log WHERE id IN ? ORDER BY id FOR UPDATE SKIP LOCKED`, ids).Scan(&claimed).Error
+// neither list. today is the database's UTC day at the claim (zero when
+// nothing was claimed): the day the batch writes its outbox rows on
+// (OutboxRow.RetainDay), so that marking them SENT reads their partition
+// only.
+//
+// This statement alone reads every day partition: the ids come from the
+// announcements, which do not carry a row's day.
+func (s *Store) ClaimCallbacksTx(ctx context.Context, tx *Tx, ids []int64) (claimed []callback.Log, held []int64, today time.Time, err error) {
+	var rows []struct {
+		callback.Log
+		ClaimDay time.Time `gorm:"column:claim_day"`
+	}
+	err = s.q(ctx, tx).Raw(`SELECT *, CURRENT_DATE AS claim_day FROM callback_log WHERE id IN ? ORDER BY id FOR UPDATE SKIP LOCKED`, ids).Scan(&rows).Error
 	if err != nil {
-		return nil, nil, fmt.Errorf("error claiming %d callbacks: %w", len(ids), translate(err))
+		return nil, nil, time.Time{}, fmt.Errorf("error claiming %d callbacks: %w", len(ids), translate(err))
+	}
+	claimed = make([]callback.Log, len(rows))
+	for i := range rows {
+		claimed[i], today = rows[i].Log, rows[i].ClaimDay
 	}
 	if len(claimed) == len(ids) {
-		return claimed, nil, nil
+		return claimed, nil, today, nil
 	}
 	got := make(map[int64]bool, len(claimed))
 	for _, cb := range claimed {
@@ -60,9 +74,9 @@ func (s *Store) ClaimCallbacksTx(ctx context.Context, tx *Tx, ids []int64) (clai
 	}
 	// A plain read (READ COMMITTED: no lock) tells held rows from absent ones.
 	if err := s.q(ctx, tx).Raw(`SELECT id FROM callback_log WHERE id IN ?`, missing).Scan(&held).Error; err != nil {
-		return nil, nil, fmt.Errorf("error claiming %d callbacks: %w", len(ids), translate(err))
+		return nil, nil, time.Time{}, fmt.Errorf("error claiming %d callbacks: %w", len(ids), translate(err))
 	}
-	return claimed, held, nil
+	return claimed, held, today, nil
 }
 
 // LockKeysTx locks the callback_key rows of keys until tx ends, never
@@ -166,18 +180,21 @@ func (s *Store) selectKeys(ctx context.Context, tx *Tx, keys []Key, lock string)
 	return out, nil
 }
 
-// MarkSucceededManyTx settles callbacks as SUCCESS after their attempts,
+// MarkSucceededManyTx settles callbacks cbs (as claimed: their rows'
+// days are known) as SUCCESS after their attempts, attempts[i] cbs[i]'s,
 // with the attempts' rows: two statements for the whole batch.
-func (s *Store) MarkSucceededManyTx(ctx context.Context, tx *Tx, attempts []callback.Attempt) error {
+func (s *Store) MarkSucceededManyTx(ctx context.Context, tx *Tx, cbs []callback.Log, attempts []callback.Attempt) error {
 	if len(attempts) == 0 {
 		return nil
 	}
-	ids := make([]int64, len(attempts))
-	for i, a := range attempts {
-		ids[i] = a.LogID
+	ids := make([]int64, len(cbs))
+	days := make([]time.Time, len(cbs))
+	for i := range cbs {
+		ids[i], days[i] = cbs[i].ID, cbs[i].RetainDay
 	}
-	err := s.q(ctx, tx).Exec(`UPDATE callback_log SET status = ?, attempts = attempts + 1, processed_at = ?, last_error = NULL WHERE id IN ?`,
-		callback.StatusSuccess, attempts[0].FinishedAt, ids).Error
+	cond, dayArgs := inDays(days)
+	err := s.q(ctx, tx).Exec(`UPDATE callback_log SET status = ?, attempts = attempts + 1, processed_at = ?, last_error = NULL WHERE id IN ?`+cond,
+		append([]any{callback.StatusSuccess, attempts[0].FinishedAt, ids}, dayArgs...)...).Error
 	if err != nil {
 		return fmt.Errorf("error marking %d callbacks SUCCESS: %w", len(ids), translate(err))
 	}

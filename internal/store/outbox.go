@@ -34,6 +34,11 @@ type OutboxRow struct {
 	LastError     *string         `gorm:"column:last_error" json:"last_error,omitempty"`
 	CreatedAt     time.Time       `gorm:"column:created_at" json:"created_at"`
 	SentAt        *time.Time      `gorm:"column:sent_at" json:"sent_at,omitempty"`
+	// RetainDay is the row's day partition (retain_day): what it was
+	// read with, or the day InsertOutboxTx wrote it on (zero: the
+	// database's day at the INSERT, not known here). Marking the row SENT
+	// names it (inDays).
+	RetainDay time.Time `gorm:"column:retain_day;<-:update" json:"-"`
 }
 
 // TableName tells gorm the table.
@@ -43,26 +48,31 @@ func (OutboxRow) TableName() string { return "outbox" }
 // created_at is the database's clock at this statement: callers run it
 // right before the commit, and the relay measures a row's age with the
 // same clock, so neither a long transaction nor a host whose clock is off
-// makes a row look old the moment it commits.
+// makes a row look old the moment it commits. A row is written on its
+// RetainDay (a batch's: the database's day at its claim), or, when that
+// is zero, on the database's day now.
 func (s *Store) InsertOutboxTx(ctx context.Context, tx *Tx, rows []OutboxRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
 	var q strings.Builder
-	q.WriteString(`INSERT INTO outbox (callback_log_id, exchange, routing_key, message_id, payload, headers, status, attempts, created_at) VALUES `)
-	args := make([]any, 0, len(rows)*7)
+	q.WriteString(`INSERT INTO outbox (callback_log_id, exchange, routing_key, message_id, payload, headers, status, attempts, created_at, retain_day) VALUES `)
+	args := make([]any, 0, len(rows)*8)
 	for i, r := range rows {
 		if i > 0 {
 			q.WriteByte(',')
 		}
 		// The first value is not a []byte: gorm would expand a slice
 		// that follows "(" into a list.
-		q.WriteString(`(?, ?, ?, ?, ?, ?, ?, 0, NOW(6))`)
-		var headers any
+		q.WriteString(`(?, ?, ?, ?, ?, ?, ?, 0, NOW(6), COALESCE(?, CURRENT_DATE))`)
+		var headers, day any
 		if len(r.Headers) > 0 {
 			headers = []byte(r.Headers)
 		}
-		args = append(args, r.CallbackLogID, r.Exchange, r.RoutingKey, r.MessageID, r.Payload, headers, OutboxPending)
+		if !r.RetainDay.IsZero() {
+			day = r.RetainDay.Format(time.DateOnly)
+		}
+		args = append(args, r.CallbackLogID, r.Exchange, r.RoutingKey, r.MessageID, r.Payload, headers, OutboxPending, day)
 	}
 	if err := s.q(ctx, tx).Exec(q.String(), args...).Error; err != nil {
 		return fmt.Errorf("error writing outbox rows: %w", translate(err))
@@ -70,13 +80,23 @@ func (s *Store) InsertOutboxTx(ctx context.Context, tx *Tx, rows []OutboxRow) er
 	return nil
 }
 
-// markSent records the broker's confirm of the rows with these message
+// markSent records the broker's confirm of rows, found by their message
 // ids: SENT, sent_at, one more attempt. The fast path and the relay both
-// mark through it. By message_id (its key), never by status: an
-// extra status condition makes MariaDB walk the (status, id) index over
-// every PENDING row instead.
-func markSent(q *gorm.DB, messageIDs []string) error {
-	return q.Model(&OutboxRow{}).Where("message_id IN ?", messageIDs).
+// mark through it. By message_id (its key) on the rows' days (inDays),
+// never by status: an extra status condition makes MariaDB walk the
+// (status, id) index over every PENDING row instead. The fast path's
+// rows were written moments before, on the batch's claim day; a row
+// retention moved meanwhile (it moves only days older than max_age)
+// would stay PENDING and be sent again by the relay, which message_id
+// dedupes.
+func markSent(q *gorm.DB, rows []OutboxRow) error {
+	ids := make([]string, len(rows))
+	days := make([]time.Time, len(rows))
+	for i := range rows {
+		ids[i], days[i] = rows[i].MessageID, rows[i].RetainDay
+	}
+	cond, dayArgs := inDays(days)
+	return q.Model(&OutboxRow{}).Where("message_id IN ?"+cond, append([]any{ids}, dayArgs...)...).
 		Updates(map[string]any{"status": OutboxSent, "sent_at": time.Now().UTC(), "attempts": gorm.Expr("attempts + 1")}).Error
 }
 
@@ -94,24 +114,30 @@ func (s *Store) ClaimOutboxTx(ctx context.Context, tx *Tx, minAge time.Duration,
 	return rows, nil
 }
 
-// MarkOutboxSentTx marks the rows with these message ids SENT, in tx.
-func (s *Store) MarkOutboxSentTx(ctx context.Context, tx *Tx, messageIDs []string) error {
-	if len(messageIDs) == 0 {
+// MarkOutboxSentTx marks rows (as claimed) SENT, in tx.
+func (s *Store) MarkOutboxSentTx(ctx context.Context, tx *Tx, rows []OutboxRow) error {
+	if len(rows) == 0 {
 		return nil
 	}
-	if err := markSent(s.q(ctx, tx), messageIDs); err != nil {
+	if err := markSent(s.q(ctx, tx), rows); err != nil {
 		return fmt.Errorf("error marking outbox rows sent: %w", translate(err))
 	}
 	return nil
 }
 
-// RecordOutboxFailureTx counts a failed publish of the rows with these ids
-// and keeps the reason; they stay PENDING.
-func (s *Store) RecordOutboxFailureTx(ctx context.Context, tx *Tx, ids []int64, reason string) error {
-	if len(ids) == 0 {
+// RecordOutboxFailureTx counts a failed publish of rows (as claimed) and
+// keeps the reason; they stay PENDING.
+func (s *Store) RecordOutboxFailureTx(ctx context.Context, tx *Tx, rows []OutboxRow, reason string) error {
+	if len(rows) == 0 {
 		return nil
 	}
-	err := s.q(ctx, tx).Model(&OutboxRow{}).Where("id IN ?", ids).
+	ids := make([]int64, len(rows))
+	days := make([]time.Time, len(rows))
+	for i := range rows {
+		ids[i], days[i] = rows[i].ID, rows[i].RetainDay
+	}
+	cond, dayArgs := inDays(days)
+	err := s.q(ctx, tx).Model(&OutboxRow{}).Where("id IN ?"+cond, append([]any{ids}, dayArgs...)...).
 		Updates(map[string]any{"attempts": gorm.Expr("attempts + 1"), "last_error": reason}).Error
 	if err != nil {
 		return fmt.Errorf("error recording outbox failures: %w", translate(err))
@@ -150,7 +176,7 @@ type SentMarker struct {
 }
 
 type markReq struct {
-	ids  []string
+	rows []OutboxRow
 	err  error
 	done chan struct{}
 }
@@ -165,19 +191,19 @@ func (s *Store) NewSentMarker() *SentMarker {
 	return m
 }
 
-// MarkSent marks the rows with these message ids SENT and returns once that
-// is committed. It runs even while the process is stopping: a row
-// confirmed but not marked is published again (harmless, message_id
+// MarkSent marks rows (as written: MessageID, RetainDay) SENT and returns
+// once that is committed. It runs even while the process is stopping: a
+// row confirmed but not marked is published again (harmless, message_id
 // dedupes), but there is no reason to cause that.
-func (m *SentMarker) MarkSent(ctx context.Context, messageIDs []string) error {
-	if len(messageIDs) == 0 {
+func (m *SentMarker) MarkSent(ctx context.Context, rows []OutboxRow) error {
+	if len(rows) == 0 {
 		return nil
 	}
-	r := &markReq{ids: messageIDs, done: make(chan struct{})}
+	r := &markReq{rows: rows, done: make(chan struct{})}
 	select {
 	case m.reqs <- r:
 	case <-m.stop:
-		return m.mark(messageIDs)
+		return m.mark(rows)
 	}
 	<-r.done
 	return r.err
@@ -194,12 +220,12 @@ func (m *SentMarker) run() {
 	var n int
 	g := &gatherer[*markReq]{queue: m.reqs, stop: m.stop, fits: func(batch []*markReq, next *markReq) bool {
 		if len(batch) == 1 {
-			n = len(batch[0].ids)
+			n = len(batch[0].rows)
 		}
 		if n >= m.limit {
 			return false
 		}
-		n += len(next.ids)
+		n += len(next.rows)
 		return true
 	}}
 	var batch []*markReq
@@ -208,11 +234,11 @@ func (m *SentMarker) run() {
 		if batch, ok = g.next(batch); !ok {
 			return
 		}
-		var ids []string
+		var rows []OutboxRow
 		for _, r := range batch {
-			ids = append(ids, r.ids...)
+			rows = append(rows, r.rows...)
 		}
-		err := m.mark(ids)
+		err := m.mark(rows)
 		for _, r := range batch {
 			r.err = err
 			close(r.done)
@@ -220,10 +246,10 @@ func (m *SentMarker) run() {
 	}
 }
 
-func (m *SentMarker) mark(ids []string) error {
+func (m *SentMarker) mark(rows []OutboxRow) error {
 	ctx, cancel := context.WithTimeout(context.Background(), sentMarkerTimeout)
 	defer cancel()
-	if err := markSent(m.st.q(ctx, nil), ids); err != nil {
+	if err := markSent(m.st.q(ctx, nil), rows); err != nil {
 		return fmt.Errorf("error marking outbox rows sent: %w", translate(err))
 	}
 	return nil

@@ -414,3 +414,34 @@ func (s *Store) keepRows(ctx context.Context, table, part, done string, limit in
 		}
 	}
 }
+
+// inDays is the condition, and its argument, that a statement finding
+// rows of a day-partitioned table by a key without retain_day (id,
+// message_id) adds so that MariaDB reads only the partitions of days,
+// the rows' own. Without it the statement descends the key in every
+// partition, one descent per id per partition: 640 index reads instead
+// of 64 for a batch of 64 on a fresh database's 10 partitions, 2,560 on
+// 30 days' retention, a cost that grows with the days kept.
+//
+// The days must be the rows' days when the statement runs: read in the
+// same transaction as the rows' locks (a claim), or written by the
+// caller itself and not moved since. Retention (keepRows) and a replay
+// (MakePendingTx) move a row to today, so a day read in an earlier
+// transaction may be stale. A zero day is a row whose day is not known:
+// then the condition names no day and every partition is read, as
+// before.
+func inDays(days []time.Time) (cond string, args []any) {
+	var list []string
+	for _, d := range days {
+		if d.IsZero() {
+			return "", nil
+		}
+		list = append(list, d.Format(time.DateOnly))
+	}
+	slices.Sort(list)
+	list = slices.Compact(list)
+	if len(list) == 0 {
+		return "", nil
+	}
+	return " AND retain_day IN ?", []any{list}
+}

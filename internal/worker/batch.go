@@ -135,7 +135,7 @@ func (p *Processor) runBatch(workCtx context.Context, ids []int64) (*batchRun, e
 	defer abort(nil)
 	err := p.Store.InTxBounded(txCtx, func(tx *store.Tx) error {
 		*r = batchRun{started: r.started}
-		claimed, held, err := p.Store.ClaimCallbacksTx(txCtx, tx, ids)
+		claimed, held, today, err := p.Store.ClaimCallbacksTx(txCtx, tx, ids)
 		if err != nil {
 			return err
 		}
@@ -147,6 +147,12 @@ func (p *Processor) runBatch(workCtx context.Context, ids []int64) (*batchRun, e
 		notes, rows, err := p.runHandlers(txCtx, abort, tx, runnable, r.started)
 		if err != nil {
 			return err
+		}
+		// On the claim's day, which the fast path's marking SENT then
+		// names (a statement by message_id alone reads every day
+		// partition).
+		for i := range rows {
+			rows[i].RetainDay = today
 		}
 		r.rows = rows
 		attempts := make([]callback.Attempt, 0, len(runnable))
@@ -164,7 +170,7 @@ func (p *Processor) runBatch(workCtx context.Context, ids []int64) (*batchRun, e
 		for i := range attempts {
 			attempts[i].FinishedAt = finished
 		}
-		if err := p.Store.MarkSucceededManyTx(txCtx, tx, attempts); err != nil {
+		if err := p.Store.MarkSucceededManyTx(txCtx, tx, runnable, attempts); err != nil {
 			return err
 		}
 		r.succeeded = runnable

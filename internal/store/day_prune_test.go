@@ -1,0 +1,143 @@
+package store_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"callgate/internal/callback"
+	"callgate/internal/store"
+	"callgate/internal/testenv"
+)
+
+// TestBatchSettlesOnlyItsDays: the statements that settle a claimed batch
+// (its callbacks SUCCESS, its outbox rows SENT, a failed publish counted)
+// read the day partitions of the batch's rows only, not every partition
+// of the table. They find rows by id or message_id, keys without
+// retain_day: without the rows' days in their WHERE, MariaDB descends
+// the key in each of the table's partitions, 40 here (30 days' retention),
+// once per row, or walks the whole index: the drain's extra database CPU
+// after migration 025. Counted with the session's handler reads, which do
+// not depend on the machine's speed.
+func TestBatchSettlesOnlyItsDays(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t)
+	st := testenv.Store(t, cfg)
+	ctx := t.Context()
+	st.PastDays(t, 30)
+	var partitions int
+	require.NoError(t, st.SQL.QueryRow(`SELECT COUNT(*) FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'callback_log'`).Scan(&partitions))
+	require.Greater(t, partitions, 30)
+
+	// Other rows, so that the optimizer finds the batch's rows by their
+	// keys as in a working database, rather than walking a tiny table.
+	const others = 3000
+	now := time.Now().UTC()
+	for start := 0; start < others; start += 500 {
+		var q strings.Builder
+		var args []any
+		q.WriteString(`INSERT INTO callback_log (source, kind, event_id, business_key, status, payload, trace_id, received_at, processed_at) VALUES `)
+		for i := start; i < start+500; i++ {
+			if i > start {
+				q.WriteByte(',')
+			}
+			q.WriteString(`('paydemo', 'payment', ?, ?, 'SUCCESS', '{}', ?, ?, ?)`)
+			args = append(args, fmt.Sprintf("other-%d", i), fmt.Sprintf("ORD-OTHER-%d", i), fmt.Sprintf("%032d", i), now, now)
+		}
+		_, err := st.SQL.ExecContext(ctx, q.String(), args...)
+		require.NoError(t, err)
+	}
+	_, err := st.SQL.ExecContext(ctx, `INSERT INTO outbox (callback_log_id, exchange, routing_key, message_id, payload, status, attempts, created_at, sent_at)
+		SELECT id, 'x', 'payment.succeeded', CONCAT('cb', id, '.payment.succeeded'), '{}', 'SENT', 1, NOW(6), NOW(6) FROM callback_log`)
+	require.NoError(t, err)
+	_, err = st.SQL.ExecContext(ctx, `ANALYZE TABLE callback_log, outbox`)
+	require.NoError(t, err)
+
+	// The batch: 64 callbacks, half of them of an earlier day (a retry
+	// of yesterday's callback), half of today.
+	const batch = 64
+	var ids []int64
+	for i := range batch {
+		res, err := st.InsertCallback(ctx, &callback.Log{Source: "paydemo", Kind: "payment", EventID: fmt.Sprintf("mine-%d", i),
+			BusinessKey: fmt.Sprintf("ORD-MINE-%d", i), Payload: []byte(`{}`), TraceID: fmt.Sprintf("%032x", i+1), ReceivedAt: now})
+		require.NoError(t, err)
+		ids = append(ids, res.ID)
+	}
+	_, err = st.SQL.ExecContext(ctx, `UPDATE callback_log SET retain_day = ? WHERE id IN (`+strings.Repeat("?,", batch/2-1)+`?)`,
+		append([]any{testenv.Day(1).Format(time.DateOnly)}, anys(ids[:batch/2])...)...)
+	require.NoError(t, err)
+	days := 2
+	// Per row and day partition: an index read or two; far from a read
+	// in each of the table's partitions (batch × partitions).
+	limit := int64(batch*days*2 + partitions + 20)
+
+	var claimed []callback.Log
+	var rows []store.OutboxRow
+	require.NoError(t, st.InTx(ctx, func(tx *store.Tx) error {
+		var today time.Time
+		var err error
+		claimed, _, today, err = st.ClaimCallbacksTx(ctx, tx, ids)
+		require.NoError(t, err)
+		require.Len(t, claimed, batch)
+		require.Equal(t, testenv.Day(0), today, "the claim's day, the database's")
+		require.Equal(t, testenv.Day(1), claimed[0].RetainDay, "a claimed row's day")
+		require.Equal(t, testenv.Day(0), claimed[batch-1].RetainDay, "a claimed row's day")
+		attempts := make([]callback.Attempt, batch)
+		for i, cb := range claimed {
+			attempts[i] = callback.Attempt{LogID: cb.ID, Attempt: 1, StartedAt: now, FinishedAt: now, Outcome: callback.OutcomeSuccess, WorkerID: "w"}
+			rows = append(rows, store.OutboxRow{CallbackLogID: cb.ID, Exchange: "x", RoutingKey: "payment.refunded",
+				MessageID: fmt.Sprintf("cb%d.payment.refunded", cb.ID), Payload: []byte(`{}`), RetainDay: today})
+		}
+		require.NoError(t, st.InsertOutboxTx(ctx, tx, rows))
+		before := rowsRead(t, tx)
+		require.NoError(t, st.MarkSucceededManyTx(ctx, tx, claimed, attempts))
+		read := rowsRead(t, tx) - before
+		t.Logf("settling the batch: %d handler reads", read)
+		assert.Less(t, read, limit, "rows read to settle %d callbacks of %d days in a table of %d partitions", batch, days, partitions)
+		return nil
+	}))
+	var n int
+	require.NoError(t, st.SQL.QueryRow(`SELECT COUNT(*) FROM callback_log WHERE status = 'SUCCESS' AND attempts = 1 AND id BETWEEN ? AND ?`, ids[0], ids[batch-1]).Scan(&n))
+	require.Equal(t, batch, n, "every callback of the batch SUCCESS, on either day")
+	require.NoError(t, st.SQL.QueryRow(`SELECT COUNT(*) FROM outbox WHERE routing_key = 'payment.refunded' AND retain_day = CURRENT_DATE`).Scan(&n))
+	require.Equal(t, batch, n, "the batch's outbox rows on the claim's day")
+
+	// The relay's and the fast path's marking, and a failed publish
+	// counted: the rows of one day.
+	require.NoError(t, st.InTx(ctx, func(tx *store.Tx) error {
+		before := rowsRead(t, tx)
+		require.NoError(t, st.RecordOutboxFailureTx(ctx, tx, relayRows(t, st, "payment.refunded"), "not confirmed"))
+		read := rowsRead(t, tx) - before
+		t.Logf("counting the failed publishes: %d handler reads", read)
+		assert.Less(t, read, limit, "rows read to count %d failed publishes", batch)
+		before = rowsRead(t, tx)
+		require.NoError(t, st.MarkOutboxSentTx(ctx, tx, rows))
+		read = rowsRead(t, tx) - before
+		t.Logf("marking the rows SENT: %d handler reads", read)
+		assert.Less(t, read, limit, "rows read to mark %d outbox rows SENT in a table of %d partitions", batch, partitions)
+		return nil
+	}))
+	require.NoError(t, st.SQL.QueryRow(`SELECT COUNT(*) FROM outbox WHERE routing_key = 'payment.refunded' AND status = 'SENT' AND attempts = 2`).Scan(&n))
+	require.Equal(t, batch, n, "every outbox row of the batch SENT (after a failed publish)")
+}
+
+// relayRows reads the outbox rows with routingKey as the relay claims
+// them (every column).
+func relayRows(t *testing.T, st *testenv.TestStore, routingKey string) []store.OutboxRow {
+	t.Helper()
+	var rows []store.OutboxRow
+	require.NoError(t, st.DB.Where("routing_key = ?", routingKey).Order("id").Find(&rows).Error)
+	return rows
+}
+
+func anys(ids []int64) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
