@@ -35,22 +35,8 @@ func TestBatchSettlesOnlyItsDays(t *testing.T) {
 
 	// Other rows, so that the optimizer finds the batch's rows by their
 	// keys as in a working database, rather than walking a tiny table.
-	const others = 3000
 	now := time.Now().UTC()
-	for start := 0; start < others; start += 500 {
-		var q strings.Builder
-		var args []any
-		q.WriteString(`INSERT INTO callback_log (source, kind, event_id, business_key, status, payload, trace_id, received_at, processed_at) VALUES `)
-		for i := start; i < start+500; i++ {
-			if i > start {
-				q.WriteByte(',')
-			}
-			q.WriteString(`('paydemo', 'payment', ?, ?, 'SUCCESS', '{}', ?, ?, ?)`)
-			args = append(args, fmt.Sprintf("other-%d", i), fmt.Sprintf("ORD-OTHER-%d", i), fmt.Sprintf("%032d", i), now, now)
-		}
-		_, err := st.SQL.ExecContext(ctx, q.String(), args...)
-		require.NoError(t, err)
-	}
+	bulkCallbacks(t, st, "other", 3000, now, func(int) bool { return false })
 	_, err := st.SQL.ExecContext(ctx, `INSERT INTO outbox (callback_log_id, exchange, routing_key, message_id, payload, status, attempts, created_at, sent_at)
 		SELECT id, 'x', 'payment.succeeded', CONCAT('cb', id, '.payment.succeeded'), '{}', 'SENT', 1, NOW(6), NOW(6) FROM callback_log`)
 	require.NoError(t, err)

@@ -45,26 +45,9 @@ func TestKeyQueriesReadOnlyTheirKeys(t *testing.T) {
 
 	const backlog = 3000
 	now := time.Now().UTC()
-	for start := 0; start < backlog; start += 500 {
-		var q strings.Builder
-		var args []any
-		q.WriteString(`INSERT INTO callback_log (source, kind, event_id, business_key, status, payload, trace_id, received_at, processed_at) VALUES `)
-		for i := start; i < start+500; i++ {
-			if i > start {
-				q.WriteByte(',')
-			}
-			// Most of the table processed, a few hundred PENDING: a
-			// gateway and worker keeping up.
-			status, processed := callback.StatusSuccess, &now
-			if i%10 == 0 {
-				status, processed = callback.StatusPending, nil
-			}
-			q.WriteString(`('paydemo', 'payment', ?, ?, ?, '{}', ?, ?, ?)`)
-			args = append(args, fmt.Sprintf("bulk-%d", i), fmt.Sprintf("ORD-BULK-%d", i), status, fmt.Sprintf("%032d", i), now, processed)
-		}
-		_, err := st.SQL.ExecContext(ctx, q.String(), args...)
-		require.NoError(t, err)
-	}
+	// Most of the table processed, a few hundred PENDING: a gateway and
+	// worker keeping up.
+	bulkCallbacks(t, st, "bulk", backlog, now, func(i int) bool { return i%10 == 0 })
 	// A batch's keys: 64, two callbacks each.
 	const batchKeys = 64
 	var keys []store.Key
@@ -113,4 +96,31 @@ func TestKeyQueriesReadOnlyTheirKeys(t *testing.T) {
 		require.Less(t, read, 10+partitions, "rows read to check one key's order with %d other callbacks", backlog)
 		return nil
 	}))
+}
+
+// bulkCallbacks writes n paydemo callbacks received at now, in statements
+// of 500: event ids prefix-i, keys ORD-PREFIX-i, each SUCCESS (processed
+// at now) unless pending(i) (PENDING). Tests of what a statement reads
+// need a table of some size, so that the optimizer finds rows by their
+// keys as in a working database rather than walking a tiny table.
+func bulkCallbacks(t *testing.T, st *testenv.TestStore, prefix string, n int, now time.Time, pending func(int) bool) {
+	t.Helper()
+	for start := 0; start < n; start += 500 {
+		var q strings.Builder
+		var args []any
+		q.WriteString(`INSERT INTO callback_log (source, kind, event_id, business_key, status, payload, trace_id, received_at, processed_at) VALUES `)
+		for i := start; i < min(start+500, n); i++ {
+			if i > start {
+				q.WriteByte(',')
+			}
+			status, processed := callback.StatusSuccess, &now
+			if pending(i) {
+				status, processed = callback.StatusPending, nil
+			}
+			q.WriteString(`('paydemo', 'payment', ?, ?, ?, '{}', ?, ?, ?)`)
+			args = append(args, fmt.Sprintf("%s-%d", prefix, i), fmt.Sprintf("ORD-%s-%d", strings.ToUpper(prefix), i), status, fmt.Sprintf("%032d", i), now, processed)
+		}
+		_, err := st.SQL.ExecContext(t.Context(), q.String(), args...)
+		require.NoError(t, err)
+	}
 }
