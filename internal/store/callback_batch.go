@@ -192,11 +192,12 @@ func (s *Store) MarkSucceededManyTx(ctx context.Context, tx *Tx, cbs []callback.
 	for i := range cbs {
 		ids[i], days[i] = cbs[i].ID, cbs[i].RetainDay
 	}
-	cond, dayArgs := inDays(days)
-	err := s.q(ctx, tx).Exec(`UPDATE callback_log SET status = ?, attempts = attempts + 1, processed_at = ?, last_error = NULL WHERE id IN ?`+cond,
-		append([]any{callback.StatusSuccess, attempts[0].FinishedAt, ids}, dayArgs...)...).Error
-	if err != nil {
-		return fmt.Errorf("error marking %d callbacks SUCCESS: %w", len(ids), translate(err))
+	for _, c := range byDay("id", ids, days) {
+		err := s.q(ctx, tx).Exec(`UPDATE callback_log SET status = ?, attempts = attempts + 1, processed_at = ?, last_error = NULL WHERE `+c.where,
+			append([]any{callback.StatusSuccess, attempts[0].FinishedAt}, c.args...)...).Error
+		if err != nil {
+			return fmt.Errorf("error marking %d callbacks SUCCESS: %w", len(ids), translate(err))
+		}
 	}
 	if err := s.q(ctx, tx).CreateInBatches(attempts, len(attempts)).Error; err != nil {
 		return fmt.Errorf("error recording %d attempts: %w", len(attempts), translate(err))

@@ -37,7 +37,7 @@ type OutboxRow struct {
 	// RetainDay is the row's day partition (retain_day): what it was
 	// read with, or the day InsertOutboxTx wrote it on (zero: the
 	// database's day at the INSERT, not known here). Marking the row SENT
-	// names it (inDays).
+	// names it (byDay).
 	RetainDay time.Time `gorm:"column:retain_day;<-:update" json:"-"`
 }
 
@@ -82,7 +82,7 @@ func (s *Store) InsertOutboxTx(ctx context.Context, tx *Tx, rows []OutboxRow) er
 
 // markSent records the broker's confirm of rows, found by their message
 // ids: SENT, sent_at, one more attempt. The fast path and the relay both
-// mark through it. By message_id (its key) on the rows' days (inDays),
+// mark through it. By message_id (its key) on the rows' days (byDay),
 // never by status: an extra status condition makes MariaDB walk the
 // (status, id) index over every PENDING row instead. The fast path's
 // rows were written moments before, on the batch's claim day; a row
@@ -95,9 +95,15 @@ func markSent(q *gorm.DB, rows []OutboxRow) error {
 	for i := range rows {
 		ids[i], days[i] = rows[i].MessageID, rows[i].RetainDay
 	}
-	cond, dayArgs := inDays(days)
-	return q.Model(&OutboxRow{}).Where("message_id IN ?"+cond, append([]any{ids}, dayArgs...)...).
-		Updates(map[string]any{"status": OutboxSent, "sent_at": time.Now().UTC(), "attempts": gorm.Expr("attempts + 1")}).Error
+	sentAt := time.Now().UTC()
+	for _, c := range byDay("message_id", ids, days) {
+		err := q.Session(&gorm.Session{}).Model(&OutboxRow{}).Where(c.where, c.args...).
+			Updates(map[string]any{"status": OutboxSent, "sent_at": sentAt, "attempts": gorm.Expr("attempts + 1")}).Error
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ClaimOutboxTx claims up to limit PENDING rows committed at least minAge
@@ -136,11 +142,12 @@ func (s *Store) RecordOutboxFailureTx(ctx context.Context, tx *Tx, rows []Outbox
 	for i := range rows {
 		ids[i], days[i] = rows[i].ID, rows[i].RetainDay
 	}
-	cond, dayArgs := inDays(days)
-	err := s.q(ctx, tx).Model(&OutboxRow{}).Where("id IN ?"+cond, append([]any{ids}, dayArgs...)...).
-		Updates(map[string]any{"attempts": gorm.Expr("attempts + 1"), "last_error": reason}).Error
-	if err != nil {
-		return fmt.Errorf("error recording outbox failures: %w", translate(err))
+	for _, c := range byDay("id", ids, days) {
+		err := s.q(ctx, tx).Model(&OutboxRow{}).Where(c.where, c.args...).
+			Updates(map[string]any{"attempts": gorm.Expr("attempts + 1"), "last_error": reason}).Error
+		if err != nil {
+			return fmt.Errorf("error recording outbox failures: %w", translate(err))
+		}
 	}
 	return nil
 }

@@ -415,33 +415,53 @@ func (s *Store) keepRows(ctx context.Context, table, part, done string, limit in
 	}
 }
 
-// inDays is the condition, and its argument, that a statement finding
-// rows of a day-partitioned table by a key without retain_day (id,
-// message_id) adds so that MariaDB reads only the partitions of days,
-// the rows' own. Without it the statement descends the key in every
-// partition, one descent per id per partition: 640 index reads instead
-// of 64 for a batch of 64 on a fresh database's 10 partitions, 2,560 on
-// 30 days' retention, a cost that grows with the days kept.
+// byDay is how a statement finds rows of a day-partitioned table by a
+// key without retain_day (id, message_id), keys[i] on days[i]: one
+// condition on (key, retain_day) pairs for the rows whose day is known,
+// so that MariaDB reads only those days' partitions and in each only the
+// keys of that day, and one on the key alone for the rows whose day is
+// not known (zero), which reads every partition as before the day
+// partitions. Each non-empty condition is a statement of its own: in one
+// statement, a single row without a day would make every key be looked
+// up in every partition; and "key IN (...) AND retain_day IN (...)"
+// would look up every key on every day named.
+//
+// Without a day a statement descends the key in every partition, one
+// descent per key per partition: 640 index reads instead of 64 for a
+// batch of 64 on a fresh database's 10 partitions, 2,560 on 30 days'
+// retention, a cost that grows with the days kept.
 //
 // The days must be the rows' days when the statement runs: read in the
 // same transaction as the rows' locks (a claim), or written by the
 // caller itself and not moved since. Retention (keepRows) and a replay
 // (MakePendingTx) move a row to today, so a day read in an earlier
-// transaction may be stale. A zero day is a row whose day is not known:
-// then the condition names no day and every partition is read, as
-// before.
-func inDays(days []time.Time) (cond string, args []any) {
-	var list []string
-	for _, d := range days {
-		if d.IsZero() {
-			return "", nil
+// transaction may be stale: such a row is not found.
+func byDay[K any](column string, keys []K, days []time.Time) []dayCond {
+	var known, unknown dayCond
+	var pairs []string
+	var bare []K
+	for i, k := range keys {
+		if days[i].IsZero() {
+			bare = append(bare, k)
+			continue
 		}
-		list = append(list, d.Format(time.DateOnly))
+		pairs = append(pairs, "(?, ?)")
+		known.args = append(known.args, k, days[i].Format(time.DateOnly))
 	}
-	slices.Sort(list)
-	list = slices.Compact(list)
-	if len(list) == 0 {
-		return "", nil
+	var out []dayCond
+	if len(pairs) > 0 {
+		known.where = "(" + column + ", retain_day) IN (" + strings.Join(pairs, ", ") + ")"
+		out = append(out, known)
 	}
-	return " AND retain_day IN ?", []any{list}
+	if len(bare) > 0 {
+		unknown.where, unknown.args = column+" IN ?", []any{bare}
+		out = append(out, unknown)
+	}
+	return out
+}
+
+// dayCond is a WHERE condition and its arguments (byDay).
+type dayCond struct {
+	where string
+	args  []any
 }
