@@ -60,6 +60,8 @@ func TestDeadLetterSettingsValidated(t *testing.T) {
 			"dead_letters.sources.stripe.max_bytes_per_hour: 1000 is less than the max_body_bytes"},
 		{"dead letters kept shorter than the rest", "scheduler: {retention: {max_age: 720h, dead_letter_max_age: 168h}}\n",
 			"scheduler.retention.dead_letter_max_age: 168h0m0s must be at least max_age (720h0m0s)"},
+		{"callbacks kept less than a day", "scheduler: {retention: {max_age: 1h}}\n",
+			"scheduler.retention.max_age: 1h0m0s must be at least 24h0m0s (retention drops whole UTC days)"},
 		{"dead letters deleted while a platform still resends", "scheduler: {retention: {max_age: 0s, dead_letter_max_age: 1h}}\n",
 			"scheduler.retention.dead_letter_max_age: 1h0m0s must be at least 720h0m0s, the longest platform retry window"},
 	} {

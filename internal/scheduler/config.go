@@ -124,6 +124,9 @@ const (
 	PartitionsDaysAheadMin = 2
 )
 
+// RetentionMaxAgeMin is the shortest max_age taken (0 aside): a day.
+const RetentionMaxAgeMin = 24 * time.Hour
+
 // RetentionDeadLetterMaxAgeDefault, 90 days, is three times the longest
 // platform retry window (Adyen's 30 days), and longer than the default
 // max_age: the operator has that long to fix a configuration and replay
@@ -209,6 +212,14 @@ func (c Config) Validate() error {
 	}
 	if c.Retention.MaxAge < 0 || c.Retention.BatchSize < 1 || c.Stuck.BatchSize < 1 {
 		errs = append(errs, errors.New("retention: max_age must not be negative, batch sizes at least 1"))
+	}
+	// Retention drops whole UTC days. A batch that claimed its callbacks
+	// just before midnight writes its outbox rows on the claim's day (so
+	// that marking them SENT names their partition) until it commits, up
+	// to its handler timeouts later: that day must not be dropped under
+	// it, which an age of a day or more ensures.
+	if m := c.Retention.MaxAge; m > 0 && m < RetentionMaxAgeMin {
+		errs = append(errs, fmt.Errorf("retention.max_age: %s must be at least %s (retention drops whole UTC days), or 0 to keep everything", m, RetentionMaxAgeMin))
 	}
 	// A dead letter goes no sooner than a SUCCESS callback: its (source,
 	// event id) must be remembered as long (a platform's resend is then a
