@@ -286,33 +286,43 @@ func TestAdminAddr(t *testing.T) {
 	}
 }
 
-// TestLockWaitShorterThanHandlerTimeout: mysql.lock_wait_timeout is read,
-// and one that would outlast the handler's deadline (so a lock wait would
-// end as a failed attempt instead of contention) is refused.
-func TestLockWaitShorterThanHandlerTimeout(t *testing.T) {
+// TestTimeoutsShorterThanTheirBounds: a timeout that must end before
+// another is read, and one at or past that other is refused, naming both:
+//   - mysql.lock_wait_timeout before worker.handler_timeout (else a lock
+//     wait ends as a failed attempt instead of contention);
+//   - mysql.intake_timeout before http.write_timeout (else the store's
+//     503 cannot be written and the platform sees a closed connection: a
+//     test that gave the store 15 s beside the 15 s default got EOFs on a
+//     loaded machine).
+func TestTimeoutsShorterThanTheirBounds(t *testing.T) {
 	t.Setenv("T_SHIP_SECRET", "s3cret")
-	cfg, err := config.Parse([]byte("mysql: {lock_wait_timeout: 5s}\n"+valid), kinds)
-	require.NoError(t, err)
-	require.Equal(t, 5*time.Second, cfg.MySQL.LockWaitTimeout)
-	_, err = config.Parse([]byte("mysql: {lock_wait_timeout: 30s}\n"+valid), kinds)
-	require.ErrorContains(t, err, "mysql.lock_wait_timeout: 30s must be shorter than worker.handler_timeout (30s)")
-	_, err = config.Parse([]byte("mysql: {lock_wait_timeout: 10s}\nworker: {handler_timeout: 5s}\n"+valid), kinds)
-	require.ErrorContains(t, err, "mysql.lock_wait_timeout: 10s must be shorter than worker.handler_timeout (5s)")
-}
-
-// TestIntakeTimeoutShorterThanWriteTimeout: a store timeout at or past
-// the HTTP write timeout is refused: its 503 could not be written, and
-// the platform would see a closed connection instead (a test that gave
-// the store 15 s beside the 15 s default got EOFs on a loaded machine).
-func TestIntakeTimeoutShorterThanWriteTimeout(t *testing.T) {
-	t.Setenv("T_SHIP_SECRET", "s3cret")
-	cfg, err := config.Parse([]byte("mysql: {intake_timeout: 10s}\n"+valid), kinds)
-	require.NoError(t, err)
-	require.Equal(t, 10*time.Second, cfg.MySQL.IntakeTimeout)
-	_, err = config.Parse([]byte("mysql: {intake_timeout: 15s}\n"+valid), kinds)
-	require.ErrorContains(t, err, "mysql.intake_timeout: 15s must be shorter than http.write_timeout (15s)")
-	_, err = config.Parse([]byte("mysql: {intake_timeout: 3s}\nhttp: {write_timeout: 2s}\n"+valid), kinds)
-	require.ErrorContains(t, err, "mysql.intake_timeout: 3s must be shorter than http.write_timeout (2s)")
+	for _, tc := range []struct {
+		name, ok string
+		read     func(config.Config) time.Duration
+		want     time.Duration
+		refused  map[string]string // YAML: the error it gives
+	}{
+		{"lock wait", "mysql: {lock_wait_timeout: 5s}\n", func(c config.Config) time.Duration { return c.MySQL.LockWaitTimeout }, 5 * time.Second,
+			map[string]string{
+				"mysql: {lock_wait_timeout: 30s}\n":                                "mysql.lock_wait_timeout: 30s must be shorter than worker.handler_timeout (30s)",
+				"mysql: {lock_wait_timeout: 10s}\nworker: {handler_timeout: 5s}\n": "mysql.lock_wait_timeout: 10s must be shorter than worker.handler_timeout (5s)",
+			}},
+		{"intake", "mysql: {intake_timeout: 10s}\n", func(c config.Config) time.Duration { return c.MySQL.IntakeTimeout }, 10 * time.Second,
+			map[string]string{
+				"mysql: {intake_timeout: 15s}\n":                           "mysql.intake_timeout: 15s must be shorter than http.write_timeout (15s)",
+				"mysql: {intake_timeout: 3s}\nhttp: {write_timeout: 2s}\n": "mysql.intake_timeout: 3s must be shorter than http.write_timeout (2s)",
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Parse([]byte(tc.ok+valid), kinds)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, tc.read(*cfg))
+			for doc, want := range tc.refused {
+				_, err = config.Parse([]byte(doc+valid), kinds)
+				require.ErrorContains(t, err, want)
+			}
+		})
+	}
 }
 
 // TestOIDCFromTheEnvironment: every admin.oidc setting the issue names
