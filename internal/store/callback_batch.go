@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,39 +46,71 @@ func keyTuples(q *strings.Builder, args []any, keys []Key) []any {
 // (OutboxRow.RetainDay), so that marking them SENT reads their partition
 // only.
 //
-// This statement alone reads every day partition: the ids come from the
-// announcements, which do not carry a row's day.
+// The ids come from announcements, which do not carry a row's day: the
+// claim looks in the days a PENDING callback can be on (pendingDays),
+// and only for the ids it did not find there (a SUCCESS or FAILED
+// callback announced again, of an older day, or a row another
+// transaction holds) in the other days, with a statement of its own.
 func (s *Store) ClaimCallbacksTx(ctx context.Context, tx *Tx, ids []int64) (claimed []callback.Log, held []int64, today time.Time, err error) {
-	var rows []struct {
-		callback.Log
-		ClaimDay time.Time `gorm:"column:claim_day"`
+	days := s.pendingDays(ctx, tx)
+	claimed, today, err = s.claimIn(ctx, tx, ids, days.where, days.args)
+	if err != nil || len(claimed) == len(ids) {
+		return claimed, nil, today, err
 	}
-	err = s.q(ctx, tx).Raw(`SELECT *, CURRENT_DATE AS claim_day FROM callback_log WHERE id IN ? ORDER BY id FOR UPDATE SKIP LOCKED`, ids).Scan(&rows).Error
+	missing := notIn(ids, claimed)
+	more, moreToday, err := s.claimIn(ctx, tx, missing, "NOT ("+days.where+")", days.args)
 	if err != nil {
-		return nil, nil, time.Time{}, fmt.Errorf("error claiming %d callbacks: %w", len(ids), translate(err))
+		return nil, nil, time.Time{}, err
 	}
-	claimed = make([]callback.Log, len(rows))
-	for i := range rows {
-		claimed[i], today = rows[i].Log, rows[i].ClaimDay
-	}
-	if len(claimed) == len(ids) {
-		return claimed, nil, today, nil
-	}
-	got := make(map[int64]bool, len(claimed))
-	for _, cb := range claimed {
-		got[cb.ID] = true
-	}
-	var missing []int64
-	for _, id := range ids {
-		if !got[id] {
-			missing = append(missing, id)
+	if len(more) > 0 {
+		today = moreToday
+		claimed = append(claimed, more...)
+		slices.SortFunc(claimed, func(a, b callback.Log) int { return cmp.Compare(a.ID, b.ID) })
+		if len(claimed) == len(ids) {
+			return claimed, nil, today, nil
 		}
+		missing = notIn(ids, claimed)
 	}
 	// A plain read (READ COMMITTED: no lock) tells held rows from absent ones.
 	if err := s.q(ctx, tx).Raw(`SELECT id FROM callback_log WHERE id IN ?`, missing).Scan(&held).Error; err != nil {
 		return nil, nil, time.Time{}, fmt.Errorf("error claiming %d callbacks: %w", len(ids), translate(err))
 	}
 	return claimed, held, today, nil
+}
+
+// claimIn is ClaimCallbacksTx's locking read of ids in the days where
+// names, and the database's day.
+func (s *Store) claimIn(ctx context.Context, tx *Tx, ids []int64, where string, args []any) ([]callback.Log, time.Time, error) {
+	var rows []struct {
+		callback.Log
+		ClaimDay time.Time `gorm:"column:claim_day"`
+	}
+	err := s.q(ctx, tx).Raw(`SELECT *, CURRENT_DATE AS claim_day FROM callback_log WHERE id IN ? AND `+where+` ORDER BY id FOR UPDATE SKIP LOCKED`,
+		append([]any{ids}, args...)...).Scan(&rows).Error
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("error claiming %d callbacks: %w", len(ids), translate(err))
+	}
+	claimed := make([]callback.Log, len(rows))
+	var today time.Time
+	for i := range rows {
+		claimed[i], today = rows[i].Log, rows[i].ClaimDay
+	}
+	return claimed, today, nil
+}
+
+// notIn returns the ids that are not those of cbs, in their order.
+func notIn(ids []int64, cbs []callback.Log) []int64 {
+	got := make(map[int64]bool, len(cbs))
+	for _, cb := range cbs {
+		got[cb.ID] = true
+	}
+	var out []int64
+	for _, id := range ids {
+		if !got[id] {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // LockKeysTx locks the callback_key rows of keys until tx ends, never
@@ -210,8 +244,10 @@ func (s *Store) PushBackMany(ctx context.Context, ids []int64, due time.Time) er
 	if len(ids) == 0 {
 		return nil
 	}
+	days := s.pendingDays(ctx, nil)
 	err := s.q(ctx, nil).Model(&callback.Log{}).
 		Where("id IN ? AND status = ? AND next_attempt_at < ?", ids, callback.StatusPending, due).
+		Where(days.where, days.args...).
 		Update("next_attempt_at", due).Error
 	if err != nil {
 		return fmt.Errorf("error pushing back %d callbacks: %w", len(ids), translate(err))
@@ -242,9 +278,10 @@ func (s *Store) PendingOfKeysTx(ctx context.Context, tx *Tx, keys []Key, maxID i
 	if len(keys) == 0 {
 		return out, nil
 	}
+	days := s.pendingDays(ctx, tx)
 	var q strings.Builder
-	q.WriteString(`SELECT kind, business_key, id, awaiting FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE status = ? AND id <= ? AND (kind, business_key) IN (`)
-	args := keyTuples(&q, []any{callback.StatusPending, maxID}, keys)
+	q.WriteString(`SELECT kind, business_key, id, awaiting FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE status = ? AND id <= ? AND ` + days.where + ` AND (kind, business_key) IN (`)
+	args := keyTuples(&q, append([]any{callback.StatusPending, maxID}, days.args...), keys)
 	q.WriteString(`) ORDER BY id`)
 	var rows []struct {
 		Kind        string
@@ -271,14 +308,16 @@ func (s *Store) NextPendingOfKeys(ctx context.Context, keys []Key) ([]callback.L
 	if len(keys) == 0 {
 		return nil, nil
 	}
+	days := s.pendingDays(ctx, nil)
 	var q strings.Builder
 	q.WriteString(`SELECT c.id, c.kind, c.business_key, c.trace_id FROM callback_log c JOIN (
-		SELECT MIN(id) AS id FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE status = ? AND (kind, business_key) IN (`)
-	args := keyTuples(&q, []any{callback.StatusPending}, keys)
+		SELECT MIN(id) AS id FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE status = ? AND ` + days.where + ` AND (kind, business_key) IN (`)
+	args := keyTuples(&q, append([]any{callback.StatusPending}, days.args...), keys)
 	q.WriteString(`) GROUP BY kind, business_key
-		UNION SELECT MIN(id) AS id FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE status = ? AND awaiting = 0 AND (kind, business_key) IN (`)
-	args = keyTuples(&q, append(args, callback.StatusPending), keys)
-	q.WriteString(`) GROUP BY kind, business_key) m ON c.id = m.id ORDER BY c.id`)
+		UNION SELECT MIN(id) AS id FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE status = ? AND awaiting = 0 AND ` + days.where + ` AND (kind, business_key) IN (`)
+	args = keyTuples(&q, append(append(args, callback.StatusPending), days.args...), keys)
+	q.WriteString(`) GROUP BY kind, business_key) m ON c.id = m.id AND ` + days.where + ` ORDER BY c.id`)
+	args = append(args, days.args...)
 	var rows []callback.Log
 	if err := s.q(ctx, nil).Raw(q.String(), args...).Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("error reading the next callbacks of %d keys: %w", len(keys), translate(err))

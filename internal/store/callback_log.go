@@ -165,8 +165,9 @@ func (s *Store) claimCallback(ctx context.Context, tx *Tx, id int64, withPayload
 // meanwhile, and awaiting callbacks keep their order among themselves.
 func (s *Store) EarlierPendingTx(ctx context.Context, tx *Tx, cb *callback.Log) (bool, error) {
 	var earlier []int64
-	err := s.q(ctx, tx).Raw(`SELECT id FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE business_key = ? AND kind = ? AND status = ? AND id < ? AND (awaiting = 0 OR ?) LIMIT 1`,
-		cb.BusinessKey, cb.Kind, callback.StatusPending, cb.ID, cb.Awaiting).Scan(&earlier).Error
+	days := s.pendingDays(ctx, tx)
+	err := s.q(ctx, tx).Raw(`SELECT id FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE business_key = ? AND kind = ? AND status = ? AND id < ? AND (awaiting = 0 OR ?) AND `+days.where+` LIMIT 1`,
+		append([]any{cb.BusinessKey, cb.Kind, callback.StatusPending, cb.ID, cb.Awaiting}, days.args...)...).Scan(&earlier).Error
 	if err != nil {
 		return false, fmt.Errorf("error checking the order of key %q: %w", cb.BusinessKey, translate(err))
 	}
@@ -229,8 +230,10 @@ func (s *Store) RecordFailureTx(ctx context.Context, tx *Tx, f Failure) error {
 		updates["retry_after"] = f.NextAttemptAt
 		updates["awaiting"] = f.Awaiting
 	}
+	days := s.pendingDays(ctx, tx)
 	res := s.q(ctx, tx).Model(&callback.Log{}).
-		Where("id = ? AND status = ? AND attempts = ?", a.LogID, callback.StatusPending, a.Attempt-1).Updates(updates)
+		Where("id = ? AND status = ? AND attempts = ?", a.LogID, callback.StatusPending, a.Attempt-1).
+		Where(days.where, days.args...).Updates(updates)
 	if res.Error != nil {
 		return fmt.Errorf("error recording failed attempt of callback log %d: %w", a.LogID, translate(res.Error))
 	}
@@ -276,8 +279,10 @@ func (s *Store) SetNormalizedTx(ctx context.Context, tx *Tx, id int64, normalize
 // PushBack moves a PENDING callback's next_attempt_at to due (never
 // earlier than it is): the safety net of a deferred callback.
 func (s *Store) PushBack(ctx context.Context, id int64, due time.Time) error {
+	days := s.pendingDays(ctx, nil)
 	err := s.q(ctx, nil).Model(&callback.Log{}).
 		Where("id = ? AND status = ? AND next_attempt_at < ?", id, callback.StatusPending, due).
+		Where(days.where, days.args...).
 		Update("next_attempt_at", due).Error
 	if err != nil {
 		return fmt.Errorf("error pushing back callback log %d: %w", id, translate(err))
@@ -292,11 +297,14 @@ func (s *Store) PushBack(ctx context.Context, id int64, due time.Time) error {
 // one that does not await. Empty when there is none.
 func (s *Store) NextPendingOfKey(ctx context.Context, kind, key string, notID int64) ([]callback.Log, error) {
 	var next []callback.Log
+	days := s.pendingDays(ctx, nil)
+	args := append([]any{key, kind, notID, callback.StatusPending}, days.args...)
+	args = append(append(args, key, kind, notID, callback.StatusPending), days.args...)
 	err := s.q(ctx, nil).Raw(`(SELECT id, kind, trace_id FROM callback_log FORCE INDEX (ix_callback_log_key)
-		WHERE business_key = ? AND kind = ? AND id <> ? AND status = ? ORDER BY id LIMIT 1)
+		WHERE business_key = ? AND kind = ? AND id <> ? AND status = ? AND `+days.where+` ORDER BY id LIMIT 1)
 		UNION (SELECT id, kind, trace_id FROM callback_log FORCE INDEX (ix_callback_log_key)
-		WHERE business_key = ? AND kind = ? AND id <> ? AND status = ? AND awaiting = 0 ORDER BY id LIMIT 1)`,
-		key, kind, notID, callback.StatusPending, key, kind, notID, callback.StatusPending).Scan(&next).Error
+		WHERE business_key = ? AND kind = ? AND id <> ? AND status = ? AND awaiting = 0 AND `+days.where+` ORDER BY id LIMIT 1)`,
+		args...).Scan(&next).Error
 	if err != nil {
 		return nil, fmt.Errorf("error finding the next callback of key %q: %w", key, translate(err))
 	}
@@ -312,9 +320,11 @@ func (s *Store) ClaimDue(ctx context.Context, kind string, now, pushTo time.Time
 	err := s.InTx(ctx, func(tx *Tx) error {
 		// READ COMMITTED: the locking read takes no gap locks, only the
 		// rows it returns.
+		days := s.pendingDays(ctx, tx)
 		err := s.q(ctx, tx).Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
 			Select("id", "kind", "trace_id").
 			Where("status = ? AND next_attempt_at <= ? AND kind = ? AND (retry_after IS NULL OR retry_after <= ?)", callback.StatusPending, now, kind, now).
+			Where(days.where, days.args...).
 			Order("next_attempt_at").Limit(limit).Find(&due).Error
 		if err != nil || len(due) == 0 {
 			return translate(err)

@@ -1,5 +1,10 @@
 package store
 
+import (
+	"context"
+	"time"
+)
+
 // ReadBackIDs makes b learn its rows' ids with a read-back query after the
 // INSERT, as it does on a server without INSERT ... RETURNING (MySQL), so
 // that the tests cover both ways on MariaDB.
@@ -14,3 +19,26 @@ func SemiSyncReading(s *Store, on bool, clients int64) {
 
 // CloseSQL closes the store's pool under it, so that every reading fails.
 func CloseSQL(s *Store) { _ = s.sql.Close() }
+
+// PendingFloor reads the days a PENDING callback can be on again now, as
+// every statement that names them does when the last reading is old
+// enough, and returns the earliest day they name (zero: none).
+func PendingFloor(s *Store) time.Time {
+	s.floor.at.Store(0)
+	r := s.pendingDays(context.Background(), nil)
+	if len(r.args) == 0 {
+		return time.Time{}
+	}
+	d, err := time.Parse(time.DateOnly, r.args[0].(string))
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// SetPendingFloor makes s name day as the earliest day a PENDING callback
+// can be on until it reads it again (pendingFloorEvery).
+func SetPendingFloor(s *Store, day time.Time) {
+	s.floor.day.Store(day.AddDate(0, 0, 1).Unix() / 86400)
+	s.floor.at.Store(time.Now().UnixNano())
+}

@@ -43,6 +43,9 @@ type Store struct {
 	// ret caches whether the server answers INSERT ... RETURNING
 	// (returningUnknown until read; canReturn).
 	ret atomic.Int32
+	// floor caches the earliest day a PENDING callback can be on
+	// (pendingDays).
+	floor pendingFloor
 }
 
 // NormalizeDSN forces the settings callgate relies on: times parsed as UTC,

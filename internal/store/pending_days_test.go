@@ -1,0 +1,160 @@
+package store_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"callgate/internal/callback"
+	"callgate/internal/store"
+	"callgate/internal/testenv"
+)
+
+// TestPendingLookupsReadTheirDays: the statements that find a batch's
+// PENDING callbacks (its claim by id, its keys' lines) read the days a
+// PENDING callback can be on, not every partition of the table. They find
+// rows by id or by key, keys without retain_day: without a day in their
+// WHERE, MariaDB descends the key in each of the table's partitions, 40
+// here (30 days' retention), once per row or key: most of the drain's
+// extra database CPU after migration 025. Counted with the session's
+// handler reads, which do not depend on the machine's speed.
+func TestPendingLookupsReadTheirDays(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t)
+	st := testenv.Store(t, cfg)
+	ctx := t.Context()
+	st.PastDays(t, 30)
+	var partitions int
+	require.NoError(t, st.SQL.QueryRow(`SELECT COUNT(*) FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'callback_log'`).Scan(&partitions))
+	require.Greater(t, partitions, 30)
+
+	// Other rows, so that the optimizer finds the batch's rows by their
+	// keys as in a working database: processed callbacks of 30 earlier
+	// days, and some PENDING today.
+	now := time.Now().UTC()
+	bulkCallbacks(t, st, "other", 30000, now, func(i int) bool { return i%100 == 0 })
+	_, err := st.SQL.ExecContext(ctx, `UPDATE callback_log SET retain_day = CURRENT_DATE - INTERVAL (1 + id % 30) DAY WHERE status = 'SUCCESS'`)
+	require.NoError(t, err)
+	_, err = st.SQL.ExecContext(ctx, `ANALYZE TABLE callback_log`)
+	require.NoError(t, err)
+
+	const batch = 64
+	var ids []int64
+	var keys []store.Key
+	for i := range batch {
+		res, err := st.InsertCallback(ctx, &callback.Log{Source: "paydemo", Kind: "payment", EventID: fmt.Sprintf("mine-%d", i),
+			BusinessKey: fmt.Sprintf("ORD-MINE-%d", i), Payload: []byte(`{}`), TraceID: fmt.Sprintf("%032x", i+1), ReceivedAt: now})
+		require.NoError(t, err)
+		ids = append(ids, res.ID)
+		keys = append(keys, store.Key{Kind: "payment", BusinessKey: fmt.Sprintf("ORD-MINE-%d", i)})
+	}
+	require.Equal(t, testenv.Day(1), store.PendingFloor(st.Store), "a day's margin before today, the earliest PENDING")
+
+	// An index read per day named (yesterday and today) and one of the
+	// row per row or key, and the reading of the days (a probe per
+	// partition, every ten seconds); far from a read of each in each of
+	// the table's partitions (batch × partitions: 2,624).
+	limit := int64(batch*3 + partitions + 20)
+	require.NoError(t, st.InTx(ctx, func(tx *store.Tx) error {
+		before := rowsRead(t, tx)
+		claimed, held, _, err := st.ClaimCallbacksTx(ctx, tx, ids)
+		read := rowsRead(t, tx) - before
+		require.NoError(t, err)
+		require.Len(t, claimed, batch)
+		require.Empty(t, held)
+		t.Logf("claiming the batch: %d handler reads", read)
+		assert.Less(t, read, limit, "rows read to claim %d callbacks in a table of %d partitions", batch, partitions)
+
+		before = rowsRead(t, tx)
+		lines, err := st.PendingOfKeysTx(ctx, tx, keys, ids[batch-1])
+		read = rowsRead(t, tx) - before
+		require.NoError(t, err)
+		require.Len(t, lines, batch, "each key's line: its callback")
+		t.Logf("reading the keys' lines: %d handler reads", read)
+		assert.Less(t, read, limit, "rows read for the lines of %d keys in a table of %d partitions", batch, partitions)
+		return nil
+	}))
+}
+
+// TestPendingDaysFollowTheEarliestPending: the days the lookups name
+// reach back to the earliest PENDING callback (a retry of an older day's
+// callback stays in its key's line), move on once it is settled, and a
+// claim still finds what is outside them: a processed callback announced
+// again (skipped by its caller, not held), and even a PENDING one put on
+// an older day behind the store's back.
+func TestPendingDaysFollowTheEarliestPending(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t)
+	st := testenv.Store(t, cfg)
+	ctx := t.Context()
+	st.PastDays(t, 10)
+	now := time.Now().UTC()
+	insert := func(event, key string) int64 {
+		res, err := st.InsertCallback(ctx, &callback.Log{Source: "paydemo", Kind: "payment", EventID: event,
+			BusinessKey: key, Payload: []byte(`{}`), TraceID: fmt.Sprintf("%032x", len(event)), ReceivedAt: now})
+		require.NoError(t, err)
+		return res.ID
+	}
+	setDay := func(id int64, day time.Time, status callback.Status) {
+		_, err := st.SQL.ExecContext(ctx, `UPDATE callback_log SET retain_day = ?, status = ? WHERE id = ?`, day.Format(time.DateOnly), status, id)
+		require.NoError(t, err)
+	}
+	old := insert("old-retry", "ORD-1") // PENDING, of 5 days ago
+	done := insert("old-done", "ORD-2") // SUCCESS, of 8 days ago
+	fresh := insert("fresh", "ORD-1")   // PENDING, today, behind old-retry
+	setDay(old, testenv.Day(5), callback.StatusPending)
+	setDay(done, testenv.Day(8), callback.StatusSuccess)
+	key := store.Key{Kind: "payment", BusinessKey: "ORD-1"}
+
+	require.Equal(t, testenv.Day(6), store.PendingFloor(st.Store), "a day's margin before the earliest PENDING")
+	line := func() []int64 {
+		var ids []int64
+		require.NoError(t, st.InTx(ctx, func(tx *store.Tx) error {
+			lines, err := st.PendingOfKeysTx(ctx, tx, []store.Key{key}, fresh)
+			for _, p := range lines[key] {
+				ids = append(ids, p.ID)
+			}
+			return err
+		}))
+		return ids
+	}
+	require.Equal(t, []int64{old, fresh}, line(), "the older day's retry holds its key's line")
+	next, err := st.NextPendingOfKeys(ctx, []store.Key{key})
+	require.NoError(t, err)
+	require.Len(t, next, 1)
+	require.Equal(t, old, next[0].ID, "the key's next callback, of an older day")
+	earlier, err := st.EarlierPendingTx(ctx, nil, &callback.Log{ID: fresh, Kind: "payment", BusinessKey: "ORD-1"})
+	require.NoError(t, err)
+	require.True(t, earlier, "the older day's retry comes first")
+
+	claim := func(ids ...int64) (claimed, held []int64) {
+		require.NoError(t, st.InTx(ctx, func(tx *store.Tx) error {
+			cbs, h, _, err := st.ClaimCallbacksTx(ctx, tx, ids)
+			for _, cb := range cbs {
+				claimed = append(claimed, cb.ID)
+			}
+			held = h
+			return err
+		}))
+		return claimed, held
+	}
+	claimed, held := claim(fresh, done, old)
+	require.Equal(t, []int64{old, done, fresh}, claimed, "every row claimed, in id order, whatever its day")
+	require.Empty(t, held)
+
+	// old-retry settled: the days move on to today's (less a day).
+	setDay(old, testenv.Day(5), callback.StatusSuccess)
+	require.Equal(t, testenv.Day(1), store.PendingFloor(st.Store), "a day's margin before today")
+	require.Equal(t, []int64{fresh}, line())
+
+	// Behind the store's back (a callback becomes PENDING only on the
+	// database's day): a claim still finds it, in its second statement.
+	setDay(old, testenv.Day(5), callback.StatusPending)
+	store.SetPendingFloor(st.Store, testenv.Day(0))
+	claimed, held = claim(old, fresh)
+	require.Equal(t, []int64{old, fresh}, claimed, "a PENDING row before the days named, still claimed")
+	require.Empty(t, held)
+}
