@@ -39,6 +39,6 @@ func PendingFloor(s *Store) time.Time {
 // SetPendingFloor makes s name day as the earliest day a PENDING callback
 // can be on until it reads it again (pendingFloorEvery).
 func SetPendingFloor(s *Store, day time.Time) {
-	s.floor.day.Store(day.AddDate(0, 0, 1).Unix() / 86400)
+	s.floor.day.Store(day.Unix() / 86400)
 	s.floor.at.Store(time.Now().UnixNano())
 }

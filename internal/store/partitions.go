@@ -417,20 +417,26 @@ func (s *Store) keepRows(ctx context.Context, table, part, done string, limit in
 }
 
 // byDay is how a statement finds rows of a day-partitioned table by a
-// key without retain_day (id, message_id), keys[i] on days[i]: one
-// condition on (key, retain_day) pairs for the rows whose day is known,
-// so that MariaDB reads only those days' partitions and in each only the
-// keys of that day, and one on the key alone for the rows whose day is
-// not known (zero), which reads every partition as before the day
-// partitions. Each non-empty condition is a statement of its own: in one
-// statement, a single row without a day would make every key be looked
-// up in every partition; and "key IN (...) AND retain_day IN (...)"
-// would look up every key on every day named.
+// key without retain_day (id, message_id), keys[i] on days[i]: for the
+// rows whose day is known, one condition per day, "key IN (...) AND
+// retain_day = day", ORed, so that MariaDB reads only those days'
+// partitions and in each only the keys of that day; and one on the key
+// alone for the rows whose day is not known (zero), which reads every
+// partition as before the day partitions. Each non-empty condition is a
+// statement of its own: in one statement, a single row without a day
+// would make every key be looked up in every partition. A batch's rows
+// are mostly of one day: the condition is then the first form alone.
 //
 // Without a day a statement descends the key in every partition, one
 // descent per key per partition: 640 index reads instead of 64 for a
 // batch of 64 on a fresh database's 10 partitions, 2,560 on 30 days'
-// retention, a cost that grows with the days kept.
+// retention, a cost that grows with the days kept. "key IN (...) AND
+// retain_day IN (...)" would look up every key on every day named; and
+// pairs, "(key, retain_day) IN ((?, ?), ...)", read the right rows but
+// cost twice the server time: marking 128 outbox rows SENT took 8.8 ms
+// so against 4.2 ms with "message_id IN (...) AND retain_day = ?" and
+// 4.1 ms in the table before the partitions (performance_schema, the
+// benchmark's MariaDB, autocommit).
 //
 // The days must be the rows' days when the statement runs: read in the
 // same transaction as the rows' locks (a claim), or written by the
@@ -438,25 +444,36 @@ func (s *Store) keepRows(ctx context.Context, table, part, done string, limit in
 // (MakePendingTx) move a row to today, so a day read in an earlier
 // transaction may be stale: such a row is not found.
 func byDay[K any](column string, keys []K, days []time.Time) []dayCond {
-	var known, unknown dayCond
-	var pairs []string
+	var order []string
+	of := map[string][]K{}
 	var bare []K
 	for i, k := range keys {
 		if days[i].IsZero() {
 			bare = append(bare, k)
 			continue
 		}
-		pairs = append(pairs, "(?, ?)")
-		known.args = append(known.args, k, days[i].Format(time.DateOnly))
+		d := days[i].Format(time.DateOnly)
+		if of[d] == nil {
+			order = append(order, d)
+		}
+		of[d] = append(of[d], k)
 	}
 	var out []dayCond
-	if len(pairs) > 0 {
-		known.where = "(" + column + ", retain_day) IN (" + strings.Join(pairs, ", ") + ")"
+	if len(order) > 0 {
+		var known dayCond
+		terms := make([]string, len(order))
+		for i, d := range order {
+			terms[i] = "(" + column + " IN ? AND retain_day = ?)"
+			known.args = append(known.args, of[d], d)
+		}
+		known.where = strings.Join(terms, " OR ")
+		if len(terms) > 1 {
+			known.where = "(" + known.where + ")"
+		}
 		out = append(out, known)
 	}
 	if len(bare) > 0 {
-		unknown.where, unknown.args = column+" IN ?", []any{bare}
-		out = append(out, unknown)
+		out = append(out, dayCond{where: column + " IN ?", args: []any{bare}})
 	}
 	return out
 }
