@@ -28,10 +28,7 @@ func TestBatchSettlesOnlyItsDays(t *testing.T) {
 	cfg := testenv.Config(t)
 	st := testenv.Store(t, cfg)
 	ctx := t.Context()
-	st.PastDays(t, 30)
-	var partitions int
-	require.NoError(t, st.SQL.QueryRow(`SELECT COUNT(*) FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'callback_log'`).Scan(&partitions))
-	require.Greater(t, partitions, 30)
+	partitions := thirtyDays(t, st)
 
 	// Other rows, so that the optimizer finds the batch's rows by their
 	// keys as in a working database, rather than walking a tiny table
@@ -48,13 +45,7 @@ func TestBatchSettlesOnlyItsDays(t *testing.T) {
 	// The batch: 64 callbacks, half of them of an earlier day (a retry
 	// of yesterday's callback), half of today.
 	const batch = 64
-	var ids []int64
-	for i := range batch {
-		res, err := st.InsertCallback(ctx, &callback.Log{Source: "paydemo", Kind: "payment", EventID: fmt.Sprintf("mine-%d", i),
-			BusinessKey: fmt.Sprintf("ORD-MINE-%d", i), Payload: []byte(`{}`), TraceID: fmt.Sprintf("%032x", i+1), ReceivedAt: now})
-		require.NoError(t, err)
-		ids = append(ids, res.ID)
-	}
+	ids := insertMine(t, st, batch, now)
 	// The first half of the batch spread over 8 earlier days (retries of
 	// their callbacks), 4 rows a day.
 	const days = 8
@@ -140,4 +131,29 @@ func anys(ids []int64) []any {
 		out[i] = id
 	}
 	return out
+}
+
+// thirtyDays gives st's day-partitioned tables 30 past days' partitions
+// (30 days' retention) and returns how many partitions callback_log has.
+func thirtyDays(t *testing.T, st *testenv.TestStore) int {
+	t.Helper()
+	st.PastDays(t, 30)
+	var partitions int
+	require.NoError(t, st.SQL.QueryRow(`SELECT COUNT(*) FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'callback_log'`).Scan(&partitions))
+	require.Greater(t, partitions, 30)
+	return partitions
+}
+
+// insertMine stores n PENDING paydemo callbacks received at now, event
+// ids mine-i and keys ORD-MINE-i, and returns their ids in order.
+func insertMine(t *testing.T, st *testenv.TestStore, n int, now time.Time) []int64 {
+	t.Helper()
+	var ids []int64
+	for i := range n {
+		res, err := st.InsertCallback(t.Context(), &callback.Log{Source: "paydemo", Kind: "payment", EventID: fmt.Sprintf("mine-%d", i),
+			BusinessKey: fmt.Sprintf("ORD-MINE-%d", i), Payload: []byte(`{}`), TraceID: fmt.Sprintf("%032x", i+1), ReceivedAt: now})
+		require.NoError(t, err)
+		ids = append(ids, res.ID)
+	}
+	return ids
 }

@@ -26,10 +26,7 @@ func TestPendingLookupsReadTheirDays(t *testing.T) {
 	cfg := testenv.Config(t)
 	st := testenv.Store(t, cfg)
 	ctx := t.Context()
-	st.PastDays(t, 30)
-	var partitions int
-	require.NoError(t, st.SQL.QueryRow(`SELECT COUNT(*) FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'callback_log'`).Scan(&partitions))
-	require.Greater(t, partitions, 30)
+	partitions := thirtyDays(t, st)
 
 	// Other rows, so that the optimizer finds the batch's rows by their
 	// keys as in a working database: processed callbacks of 30 earlier
@@ -42,13 +39,9 @@ func TestPendingLookupsReadTheirDays(t *testing.T) {
 	require.NoError(t, err)
 
 	const batch = 64
-	var ids []int64
+	ids := insertMine(t, st, batch, now)
 	var keys []store.Key
 	for i := range batch {
-		res, err := st.InsertCallback(ctx, &callback.Log{Source: "paydemo", Kind: "payment", EventID: fmt.Sprintf("mine-%d", i),
-			BusinessKey: fmt.Sprintf("ORD-MINE-%d", i), Payload: []byte(`{}`), TraceID: fmt.Sprintf("%032x", i+1), ReceivedAt: now})
-		require.NoError(t, err)
-		ids = append(ids, res.ID)
 		keys = append(keys, store.Key{Kind: "payment", BusinessKey: fmt.Sprintf("ORD-MINE-%d", i)})
 	}
 	require.Equal(t, hourAgo(t, st), store.PendingFloor(st.Store), "today, the earliest PENDING (yesterday in a day's first hour)")
