@@ -146,16 +146,26 @@ func (s *Store) TryClaimCallbackTx(ctx context.Context, tx *Tx, id int64) (*call
 	return s.claimCallback(ctx, tx, id, true, clause.Locking{Strength: "UPDATE", Options: "NOWAIT"})
 }
 
+// claimCallback looks for the row in the days a PENDING callback can be
+// on first, then in the others (as ClaimCallbacksTx): by id alone, a
+// statement descends the primary key in every day partition.
 func (s *Store) claimCallback(ctx context.Context, tx *Tx, id int64, withPayload bool, lock clause.Locking) (*callback.Log, error) {
-	var l callback.Log
-	q := s.q(ctx, tx).Clauses(lock)
-	if !withPayload {
-		q = q.Omit("payload", "headers")
+	days := s.pendingDays(ctx, tx)
+	var err error
+	for _, where := range []string{days.where, "NOT (" + days.where + ")"} {
+		var l callback.Log
+		q := s.q(ctx, tx).Clauses(lock).Where(where, days.args...)
+		if !withPayload {
+			q = q.Omit("payload", "headers")
+		}
+		if err = translate(q.Take(&l, id).Error); err == nil {
+			return &l, nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			break
+		}
 	}
-	if err := q.Take(&l, id).Error; err != nil {
-		return nil, fmt.Errorf("error claiming callback log %d: %w", id, translate(err))
-	}
-	return &l, nil
+	return nil, fmt.Errorf("error claiming callback log %d: %w", id, err)
 }
 
 // EarlierPendingTx reports whether a callback of cb's kind and key with a
@@ -174,16 +184,11 @@ func (s *Store) EarlierPendingTx(ctx context.Context, tx *Tx, cb *callback.Log) 
 	return len(earlier) > 0, nil
 }
 
-// MarkSucceededTx settles callback id as SUCCESS after attempt number
-// attempt, with the attempt's row, in tx.
-func (s *Store) MarkSucceededTx(ctx context.Context, tx *Tx, a *callback.Attempt) error {
-	err := s.q(ctx, tx).Model(&callback.Log{}).Where("id = ?", a.LogID).Updates(map[string]any{
-		"status": callback.StatusSuccess, "attempts": a.Attempt, "processed_at": a.FinishedAt, "last_error": nil,
-	}).Error
-	if err != nil {
-		return fmt.Errorf("error marking callback log %d SUCCESS: %w", a.LogID, translate(err))
-	}
-	return s.InsertAttemptTx(ctx, tx, a)
+// MarkSucceededTx settles callback cb (as claimed in tx: its row's day is
+// known) as SUCCESS after attempt a, with the attempt's row: a batch of
+// one (MarkSucceededManyTx).
+func (s *Store) MarkSucceededTx(ctx context.Context, tx *Tx, cb *callback.Log, a *callback.Attempt) error {
+	return s.MarkSucceededManyTx(ctx, tx, []callback.Log{*cb}, []callback.Attempt{*a})
 }
 
 // Failure is a failed attempt to record: the callback goes back to PENDING

@@ -70,6 +70,7 @@ func TestPendingLookupsReadTheirDays(t *testing.T) {
 		assert.Less(t, read, limit, "rows read for the lines of %d keys in a table of %d partitions", batch, partitions)
 		return nil
 	}))
+
 }
 
 // TestPendingDaysFollowTheEarliestPending: the days the lookups name
@@ -150,6 +151,47 @@ func TestPendingDaysFollowTheEarliestPending(t *testing.T) {
 	claimed, held = claim(old, fresh)
 	require.Equal(t, []int64{old, fresh}, claimed, "a PENDING row before the days named, still claimed")
 	require.Empty(t, held)
+}
+
+// TestOneByOneReadsItsDay: one by one (worker.batch_size 1, and a batch's
+// fallback), the claim and the settling of a callback read its day, not
+// every partition of the table (as TestPendingLookupsReadTheirDays).
+func TestOneByOneReadsItsDay(t *testing.T) {
+	t.Parallel()
+	cfg := testenv.Config(t)
+	st := testenv.Store(t, cfg)
+	ctx := t.Context()
+	partitions := thirtyDays(t, st)
+	now := time.Now().UTC()
+	bulkCallbacks(t, st, "other", 3000, now, func(i int) bool { return i%100 == 0 })
+	_, err := st.SQL.ExecContext(ctx, `UPDATE callback_log SET retain_day = CURRENT_DATE - INTERVAL (1 + id % 30) DAY WHERE status = 'SUCCESS'`)
+	require.NoError(t, err)
+	ids := insertMine(t, st, 1, now)
+	require.Equal(t, hourAgo(t, st), store.PendingFloor(st.Store), "read before the claim")
+
+	// A read or two of the row on its day, and the attempt's INSERT
+	// (about 15: the partitioned table's AUTO_INCREMENT); far from a
+	// descent in each of the table's partitions.
+	limit := int64(partitions / 2)
+	require.NoError(t, st.InTx(ctx, func(tx *store.Tx) error {
+		before := rowsRead(t, tx)
+		cb, err := st.TryClaimCallbackTx(ctx, tx, ids[0])
+		read := rowsRead(t, tx) - before
+		require.NoError(t, err)
+		t.Logf("claiming one callback: %d handler reads", read)
+		assert.Less(t, read, limit, "rows read to claim one callback in a table of %d partitions", partitions)
+
+		before = rowsRead(t, tx)
+		require.NoError(t, st.MarkSucceededTx(ctx, tx, cb, &callback.Attempt{LogID: cb.ID, Attempt: 1, StartedAt: now, FinishedAt: now,
+			Outcome: callback.OutcomeSuccess, WorkerID: "w"}))
+		read = rowsRead(t, tx) - before
+		t.Logf("settling one callback: %d handler reads", read)
+		assert.Less(t, read, limit, "rows read to settle one callback in a table of %d partitions", partitions)
+		return nil
+	}))
+	var status string
+	require.NoError(t, st.SQL.QueryRow(`SELECT CONCAT(status, ' ', attempts) FROM callback_log WHERE id = ?`, ids[0]).Scan(&status))
+	require.Equal(t, "SUCCESS 1", status)
 }
 
 // hourAgo is the database's UTC day an hour ago: the latest day the

@@ -260,7 +260,7 @@ func (p *Processor) runOnce(workCtx context.Context, logID int64, started time.T
 		if err := w.Flush(txCtx); err != nil {
 			return err
 		}
-		if err := p.Store.MarkSucceededTx(txCtx, tx, &callback.Attempt{LogID: cb.ID, Attempt: cb.Attempts + 1, StartedAt: started,
+		if err := p.Store.MarkSucceededTx(txCtx, tx, cb, &callback.Attempt{LogID: cb.ID, Attempt: cb.Attempts + 1, StartedAt: started,
 			FinishedAt: time.Now().UTC(), Outcome: callback.OutcomeSuccess, WorkerID: p.WorkerID, Note: note}); err != nil {
 			return err
 		}
