@@ -52,7 +52,7 @@ func keyTuples(q *strings.Builder, args []any, keys []Key) []any {
 // callback announced again, of an older day, or a row another
 // transaction holds) in the other days, with a statement of its own.
 func (s *Store) ClaimCallbacksTx(ctx context.Context, tx *Tx, ids []int64) (claimed []callback.Log, held []int64, today time.Time, err error) {
-	days := s.pendingDays(ctx, tx)
+	days := s.pendingDays(ctx)
 	claimed, today, err = s.claimIn(ctx, tx, ids, days.where, days.args)
 	if err != nil || len(claimed) == len(ids) {
 		return claimed, nil, today, err
@@ -244,10 +244,8 @@ func (s *Store) PushBackMany(ctx context.Context, ids []int64, due time.Time) er
 	if len(ids) == 0 {
 		return nil
 	}
-	days := s.pendingDays(ctx, nil)
 	err := s.q(ctx, nil).Model(&callback.Log{}).
 		Where("id IN ? AND status = ? AND next_attempt_at < ?", ids, callback.StatusPending, due).
-		Where(days.where, days.args...).
 		Update("next_attempt_at", due).Error
 	if err != nil {
 		return fmt.Errorf("error pushing back %d callbacks: %w", len(ids), translate(err))
@@ -278,7 +276,7 @@ func (s *Store) PendingOfKeysTx(ctx context.Context, tx *Tx, keys []Key, maxID i
 	if len(keys) == 0 {
 		return out, nil
 	}
-	days := s.pendingDays(ctx, tx)
+	days := s.pendingDays(ctx)
 	var q strings.Builder
 	q.WriteString(`SELECT kind, business_key, id, awaiting FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE status = ? AND id <= ? AND ` + days.where + ` AND (kind, business_key) IN (`)
 	args := keyTuples(&q, append([]any{callback.StatusPending, maxID}, days.args...), keys)
@@ -308,7 +306,7 @@ func (s *Store) NextPendingOfKeys(ctx context.Context, keys []Key) ([]callback.L
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	days := s.pendingDays(ctx, nil)
+	days := s.pendingDays(ctx)
 	var q strings.Builder
 	q.WriteString(`SELECT c.id, c.kind, c.business_key, c.trace_id FROM callback_log c JOIN (
 		SELECT MIN(id) AS id FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE status = ? AND ` + days.where + ` AND (kind, business_key) IN (`)

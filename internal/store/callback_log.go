@@ -150,7 +150,7 @@ func (s *Store) TryClaimCallbackTx(ctx context.Context, tx *Tx, id int64) (*call
 // on first, then in the others (as ClaimCallbacksTx): by id alone, a
 // statement descends the primary key in every day partition.
 func (s *Store) claimCallback(ctx context.Context, tx *Tx, id int64, withPayload bool, lock clause.Locking) (*callback.Log, error) {
-	days := s.pendingDays(ctx, tx)
+	days := s.pendingDays(ctx)
 	var err error
 	for _, where := range []string{days.where, "NOT (" + days.where + ")"} {
 		var l callback.Log
@@ -175,7 +175,7 @@ func (s *Store) claimCallback(ctx context.Context, tx *Tx, id int64, withPayload
 // meanwhile, and awaiting callbacks keep their order among themselves.
 func (s *Store) EarlierPendingTx(ctx context.Context, tx *Tx, cb *callback.Log) (bool, error) {
 	var earlier []int64
-	days := s.pendingDays(ctx, tx)
+	days := s.pendingDays(ctx)
 	err := s.q(ctx, tx).Raw(`SELECT id FROM callback_log FORCE INDEX (ix_callback_log_key) WHERE business_key = ? AND kind = ? AND status = ? AND id < ? AND (awaiting = 0 OR ?) AND `+days.where+` LIMIT 1`,
 		append([]any{cb.BusinessKey, cb.Kind, callback.StatusPending, cb.ID, cb.Awaiting}, days.args...)...).Scan(&earlier).Error
 	if err != nil {
@@ -235,10 +235,10 @@ func (s *Store) RecordFailureTx(ctx context.Context, tx *Tx, f Failure) error {
 		updates["retry_after"] = f.NextAttemptAt
 		updates["awaiting"] = f.Awaiting
 	}
-	days := s.pendingDays(ctx, tx)
+	// By id alone, not in the days a PENDING callback can be on: the row
+	// is the claim's, found wherever it is.
 	res := s.q(ctx, tx).Model(&callback.Log{}).
-		Where("id = ? AND status = ? AND attempts = ?", a.LogID, callback.StatusPending, a.Attempt-1).
-		Where(days.where, days.args...).Updates(updates)
+		Where("id = ? AND status = ? AND attempts = ?", a.LogID, callback.StatusPending, a.Attempt-1).Updates(updates)
 	if res.Error != nil {
 		return fmt.Errorf("error recording failed attempt of callback log %d: %w", a.LogID, translate(res.Error))
 	}
@@ -284,10 +284,8 @@ func (s *Store) SetNormalizedTx(ctx context.Context, tx *Tx, id int64, normalize
 // PushBack moves a PENDING callback's next_attempt_at to due (never
 // earlier than it is): the safety net of a deferred callback.
 func (s *Store) PushBack(ctx context.Context, id int64, due time.Time) error {
-	days := s.pendingDays(ctx, nil)
 	err := s.q(ctx, nil).Model(&callback.Log{}).
 		Where("id = ? AND status = ? AND next_attempt_at < ?", id, callback.StatusPending, due).
-		Where(days.where, days.args...).
 		Update("next_attempt_at", due).Error
 	if err != nil {
 		return fmt.Errorf("error pushing back callback log %d: %w", id, translate(err))
@@ -302,7 +300,7 @@ func (s *Store) PushBack(ctx context.Context, id int64, due time.Time) error {
 // one that does not await. Empty when there is none.
 func (s *Store) NextPendingOfKey(ctx context.Context, kind, key string, notID int64) ([]callback.Log, error) {
 	var next []callback.Log
-	days := s.pendingDays(ctx, nil)
+	days := s.pendingDays(ctx)
 	args := append([]any{key, kind, notID, callback.StatusPending}, days.args...)
 	args = append(append(args, key, kind, notID, callback.StatusPending), days.args...)
 	err := s.q(ctx, nil).Raw(`(SELECT id, kind, trace_id FROM callback_log FORCE INDEX (ix_callback_log_key)
@@ -325,7 +323,7 @@ func (s *Store) ClaimDue(ctx context.Context, kind string, now, pushTo time.Time
 	err := s.InTx(ctx, func(tx *Tx) error {
 		// READ COMMITTED: the locking read takes no gap locks, only the
 		// rows it returns.
-		days := s.pendingDays(ctx, tx)
+		days := s.pendingDays(ctx)
 		err := s.q(ctx, tx).Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}).
 			Select("id", "kind", "trace_id").
 			Where("status = ? AND next_attempt_at <= ? AND kind = ? AND (retry_after IS NULL OR retry_after <= ?)", callback.StatusPending, now, kind, now).

@@ -25,7 +25,7 @@ func CloseSQL(s *Store) { _ = s.sql.Close() }
 // enough, and returns the earliest day they name (zero: none).
 func PendingFloor(s *Store) time.Time {
 	s.floor.at.Store(0)
-	r := s.pendingDays(context.Background(), nil)
+	r := s.pendingDays(context.Background())
 	if len(r.args) == 0 {
 		return time.Time{}
 	}

@@ -18,8 +18,9 @@ import (
 // 30 days kept (10 in a fresh database: 7 empty days ahead and p_future),
 // one descent per key per partition. Those statements name the range of
 // days a PENDING callback can be on instead (pendingDays), so that
-// MariaDB reads those partitions only: at steady state today's and
-// yesterday's.
+// MariaDB reads those partitions only: at steady state today's. The
+// statements on a claimed row (a failure's record, a push-back) find it
+// by id wherever it is: they are not on the drain's common path.
 //
 // The range:
 //   - Until: every row is written on the database's CURRENT_DATE (the
@@ -33,8 +34,11 @@ import (
 //     (written, replayed or moved then), so the earliest day holding a
 //     PENDING callback never moves back: a floor read once stays true
 //     until the clock itself goes back. The store reads it again every
-//     pendingFloorEvery, in the statement's transaction (a plain read, no
-//     lock). A row written before a midnight may commit after it, so the
+//     pendingFloorEvery, on a connection of the pool, never in the
+//     caller's transaction: it must see committed rows only (a
+//     transaction that settled a PENDING callback and then rolls back
+//     would otherwise leave a floor past it). A row written before a
+//     midnight may commit after it, so the
 //     floor is never later than the day an hour before the read
 //     (pendingCommitWithin): in the first hour of a day, yesterday. Until
 //     it is first read, no floor is named.
@@ -77,12 +81,13 @@ type pendingRange struct {
 // pendingUntil is the range's upper end (see above).
 const pendingUntil = "retain_day <= CURRENT_DATE"
 
-// pendingDays returns the range, reading the floor again first (in tx, or
-// on the pool when tx is nil) when it is older than pendingFloorEvery. A
-// failed read leaves the floor as it was: it was true, and stays so.
-func (s *Store) pendingDays(ctx context.Context, tx *Tx) pendingRange {
+// pendingDays returns the range, reading the floor again first (on the
+// pool) when it is older than pendingFloorEvery. A failed read leaves the
+// floor as it was: it was true, and stays so; the next statement tries
+// again.
+func (s *Store) pendingDays(ctx context.Context) pendingRange {
 	if at := s.floor.at.Load(); time.Since(time.Unix(0, at)) > pendingFloorEvery && s.floor.reading.CompareAndSwap(false, true) {
-		if day, err := s.readPendingFloor(ctx, tx); err == nil {
+		if day, err := s.readPendingFloor(ctx); err == nil {
 			var n int64 // p_old: none
 			if !day.IsZero() {
 				n = day.Unix() / 86400
@@ -106,11 +111,8 @@ func (s *Store) pendingDays(ctx context.Context, tx *Tx) pendingRange {
 // is earlier or none does. A PENDING row in p_old (every day before the
 // migration's) gives no floor (zero). One statement: a probe of at most
 // one row per partition.
-func (s *Store) readPendingFloor(ctx context.Context, tx *Tx) (time.Time, error) {
-	var conn querier = s.sql
-	if tx != nil {
-		conn = tx.g.Statement.ConnPool
-	}
+func (s *Store) readPendingFloor(ctx context.Context) (time.Time, error) {
+	conn := s.sql
 	parts, err := dayPartitions(ctx, conn, "callback_log")
 	if err != nil {
 		return time.Time{}, err
