@@ -32,11 +32,7 @@ func TestPendingLookupsReadTheirDays(t *testing.T) {
 	// keys as in a working database: processed callbacks of 30 earlier
 	// days, and some PENDING today.
 	now := time.Now().UTC()
-	bulkCallbacks(t, st, "other", 30000, now, func(i int) bool { return i%100 == 0 })
-	_, err := st.SQL.ExecContext(ctx, `UPDATE callback_log SET retain_day = CURRENT_DATE - INTERVAL (1 + id % 30) DAY WHERE status = 'SUCCESS'`)
-	require.NoError(t, err)
-	_, err = st.SQL.ExecContext(ctx, `ANALYZE TABLE callback_log`)
-	require.NoError(t, err)
+	otherDays(t, st, 30000, now)
 
 	const batch = 64
 	ids := insertMine(t, st, batch, now)
@@ -163,9 +159,7 @@ func TestOneByOneReadsItsDay(t *testing.T) {
 	ctx := t.Context()
 	partitions := thirtyDays(t, st)
 	now := time.Now().UTC()
-	bulkCallbacks(t, st, "other", 3000, now, func(i int) bool { return i%100 == 0 })
-	_, err := st.SQL.ExecContext(ctx, `UPDATE callback_log SET retain_day = CURRENT_DATE - INTERVAL (1 + id % 30) DAY WHERE status = 'SUCCESS'`)
-	require.NoError(t, err)
+	otherDays(t, st, 3000, now)
 	ids := insertMine(t, st, 1, now)
 	requireFloorHourAgo(t, st, "read before the claim")
 
@@ -192,6 +186,18 @@ func TestOneByOneReadsItsDay(t *testing.T) {
 	var status string
 	require.NoError(t, st.SQL.QueryRow(`SELECT CONCAT(status, ' ', attempts) FROM callback_log WHERE id = ?`, ids[0]).Scan(&status))
 	require.Equal(t, "SUCCESS 1", status)
+}
+
+// otherDays writes n other callbacks (bulkCallbacks), one in a hundred
+// PENDING today and the others processed on the 30 days before, and
+// analyzes the table: the rows a working database holds besides a test's.
+func otherDays(t *testing.T, st *testenv.TestStore, n int, now time.Time) {
+	t.Helper()
+	bulkCallbacks(t, st, "other", n, now, func(i int) bool { return i%100 == 0 })
+	_, err := st.SQL.ExecContext(t.Context(), `UPDATE callback_log SET retain_day = CURRENT_DATE - INTERVAL (1 + id % 30) DAY WHERE status = 'SUCCESS'`)
+	require.NoError(t, err)
+	_, err = st.SQL.ExecContext(t.Context(), `ANALYZE TABLE callback_log`)
+	require.NoError(t, err)
 }
 
 // requireFloorHourAgo reads the floor again and requires it to be the
