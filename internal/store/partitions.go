@@ -53,7 +53,6 @@ func (s *Store) DayPartitions(ctx context.Context, table string) ([]DayPartition
 // querier is what dayPartitions reads with: the pool or one connection.
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 func dayPartitions(ctx context.Context, q querier, table string) ([]DayPartition, error) {

@@ -112,8 +112,7 @@ func (s *Store) pendingDays(ctx context.Context) pendingRange {
 // migration's) gives no floor (zero). One statement: a probe of at most
 // one row per partition.
 func (s *Store) readPendingFloor(ctx context.Context) (time.Time, error) {
-	conn := s.sql
-	parts, err := dayPartitions(ctx, conn, "callback_log")
+	parts, err := dayPartitions(ctx, s.sql, "callback_log")
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -141,7 +140,7 @@ func (s *Store) readPendingFloor(ctx context.Context) (time.Time, error) {
 	q.WriteString(") probe)")
 	var committed time.Time
 	var first *int
-	if err := conn.QueryRowContext(ctx, q.String(), args...).Scan(&committed, &first); err != nil {
+	if err := s.sql.QueryRowContext(ctx, q.String(), args...).Scan(&committed, &first); err != nil {
 		return time.Time{}, fmt.Errorf("error reading the earliest day of a PENDING callback: %w", translate(err))
 	}
 	switch {
