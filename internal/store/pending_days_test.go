@@ -147,6 +147,20 @@ func TestPendingDaysFollowTheEarliestPending(t *testing.T) {
 	claimed, held = claim(old, fresh)
 	require.Equal(t, []int64{old, fresh}, claimed, "a PENDING row before the days named, still claimed")
 	require.Empty(t, held)
+
+	// And what follows the claim finds it too: a failed attempt of it is
+	// recorded, not taken for a delivery that settled it meanwhile.
+	down := "down"
+	require.NoError(t, st.InTx(ctx, func(tx *store.Tx) error {
+		cbs, _, _, err := st.ClaimCallbacksTx(ctx, tx, []int64{old})
+		require.NoError(t, err)
+		require.Len(t, cbs, 1)
+		return st.RecordFailureTx(ctx, tx, store.Failure{Attempt: callback.Attempt{LogID: old, Attempt: cbs[0].Attempts + 1,
+			StartedAt: now, FinishedAt: now, Outcome: callback.OutcomeRetry, Error: &down, WorkerID: "w"}, NextAttemptAt: now.Add(time.Minute)})
+	}))
+	var attempts int
+	require.NoError(t, st.SQL.QueryRow(`SELECT attempts FROM callback_log WHERE id = ?`, old).Scan(&attempts))
+	require.Equal(t, 1, attempts, "the failed attempt of a row before the days named, recorded")
 }
 
 // TestOneByOneReadsItsDay: one by one (worker.batch_size 1, and a batch's
