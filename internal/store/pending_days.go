@@ -38,10 +38,10 @@ import (
 //     caller's transaction: it must see committed rows only (a
 //     transaction that settled a PENDING callback and then rolls back
 //     would otherwise leave a floor past it). A row written before a
-//     midnight may commit after it, so the
-//     floor is never later than the day an hour before the read
-//     (pendingCommitWithin): in the first hour of a day, yesterday. Until
-//     it is first read, no floor is named.
+//     midnight may commit after it, so the floor is never later than the
+//     day an hour before the read (pendingCommitWithin): in the first
+//     hour of a day, yesterday. Until it is first read, no floor is
+//     named.
 //
 // Each partition a statement names costs it a descent per id or key: a
 // claim of 64 ids took 1,258 µs of server time in 10 partitions, 737 in
