@@ -25,10 +25,8 @@ import (
 // not depend on the machine's speed.
 func TestBatchSettlesOnlyItsDays(t *testing.T) {
 	t.Parallel()
-	cfg := testenv.Config(t)
-	st := testenv.Store(t, cfg)
+	st, partitions := thirtyDays(t)
 	ctx := t.Context()
-	partitions := thirtyDays(t, st)
 
 	// Other rows, so that the optimizer finds the batch's rows by their
 	// keys as in a working database, rather than walking a tiny table
@@ -133,15 +131,17 @@ func anys(ids []int64) []any {
 	return out
 }
 
-// thirtyDays gives st's day-partitioned tables 30 past days' partitions
-// (30 days' retention) and returns how many partitions callback_log has.
-func thirtyDays(t *testing.T, st *testenv.TestStore) int {
+// thirtyDays opens a test store whose day-partitioned tables have 30 past
+// days' partitions (30 days' retention), and returns it with how many
+// partitions callback_log has.
+func thirtyDays(t *testing.T) (*testenv.TestStore, int) {
 	t.Helper()
+	st := testenv.Store(t, testenv.Config(t))
 	st.PastDays(t, 30)
 	var partitions int
 	require.NoError(t, st.SQL.QueryRow(`SELECT COUNT(*) FROM information_schema.PARTITIONS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'callback_log'`).Scan(&partitions))
 	require.Greater(t, partitions, 30)
-	return partitions
+	return st, partitions
 }
 
 // insertMine stores n PENDING paydemo callbacks received at now, event

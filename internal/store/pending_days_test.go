@@ -23,10 +23,8 @@ import (
 // handler reads, which do not depend on the machine's speed.
 func TestPendingLookupsReadTheirDays(t *testing.T) {
 	t.Parallel()
-	cfg := testenv.Config(t)
-	st := testenv.Store(t, cfg)
+	st, partitions := thirtyDays(t)
 	ctx := t.Context()
-	partitions := thirtyDays(t, st)
 
 	// Other rows, so that the optimizer finds the batch's rows by their
 	// keys as in a working database: processed callbacks of 30 earlier
@@ -168,10 +166,8 @@ func TestPendingDaysFollowTheEarliestPending(t *testing.T) {
 // every partition of the table (as TestPendingLookupsReadTheirDays).
 func TestOneByOneReadsItsDay(t *testing.T) {
 	t.Parallel()
-	cfg := testenv.Config(t)
-	st := testenv.Store(t, cfg)
+	st, partitions := thirtyDays(t)
 	ctx := t.Context()
-	partitions := thirtyDays(t, st)
 	now := time.Now().UTC()
 	otherDays(t, st, 3000, now)
 	ids := insertMine(t, st, 1, now)
