@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrInvalidJSON is returned for a body that is not a JSON object.
@@ -45,16 +46,19 @@ func NewExtractor(eventFields []string, separator, keyField string, ignoreScheme
 // Extract parses body and returns the event id and business key.
 // schemeEventID is the id the signature scheme carried ("" if none); it wins
 // unless the source says to ignore it.
+//
+// It answers as decoding body into a map[string]json.RawMessage and looking
+// the paths up would (exact keys, the last of two equal keys winning), but
+// reads only the values it needs: json.Valid checks the grammar, and
+// member walks the object's bytes, copying nothing. That is half the CPU
+// of the map on the bench's 1 KB body, on every configured source's
+// callback. TestExtractAnswersAsTheMap compares the two readings.
 func (e Extractor) Extract(body []byte, schemeEventID string) (eventID, businessKey string, err error) {
 	body = bytes.TrimSpace(body)
-	if len(body) == 0 || body[0] != '{' {
+	if len(body) == 0 || body[0] != '{' || !json.Valid(body) {
 		return "", "", ErrInvalidJSON
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
-		return "", "", ErrInvalidJSON
-	}
-	businessKey, err = scalarAt(top, e.keyPath, e.keyName)
+	businessKey, err = scalarAt(body, e.keyPath, e.keyName)
 	if err != nil {
 		return "", "", err
 	}
@@ -66,7 +70,7 @@ func (e Extractor) Extract(body []byte, schemeEventID string) (eventID, business
 	} else {
 		parts := make([]string, len(e.eventFields))
 		for i, path := range e.eventFields {
-			if parts[i], err = scalarAt(top, path, e.eventNames[i]); err != nil {
+			if parts[i], err = scalarAt(body, path, e.eventNames[i]); err != nil {
 				return "", "", err
 			}
 		}
@@ -78,26 +82,26 @@ func (e Extractor) Extract(body []byte, schemeEventID string) (eventID, business
 	return eventID, businessKey, nil
 }
 
-// scalarAt returns the string or integer at path as text. Other types, and
-// empty strings, are refused: an id must be something a person can read back.
-func scalarAt(top map[string]json.RawMessage, path []string, name string) (string, error) {
-	obj := top
+// scalarAt returns the string or integer at path in obj, a valid JSON
+// object, as text. Other types, and empty strings, are refused: an id must
+// be something a person can read back.
+func scalarAt(obj []byte, path []string, name string) (string, error) {
 	for i, p := range path {
-		raw, ok := obj[p]
+		raw, ok := member(obj, p)
 		if !ok || isNull(raw) {
 			return "", &FieldError{Field: name, Reason: "is missing"}
 		}
 		if i < len(path)-1 {
-			obj = nil
-			if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+			if raw[0] != '{' { // only an object has members
 				return "", &FieldError{Field: name, Reason: "is missing"}
 			}
+			obj = raw
 			continue
 		}
 		switch raw[0] {
 		case '"':
-			var s string
-			if err := json.Unmarshal(raw, &s); err != nil {
+			s, err := unquote(raw)
+			if err != nil {
 				return "", &FieldError{Field: name, Reason: "is not a valid string"}
 			}
 			if strings.TrimSpace(s) == "" {
@@ -114,6 +118,104 @@ func scalarAt(top map[string]json.RawMessage, path []string, name string) (strin
 		}
 	}
 	return "", &FieldError{Field: name, Reason: "is missing"}
+}
+
+// member returns the value of obj's member key, as written: obj is a valid
+// JSON object (json.Valid), starting at its '{'. Keys compare as
+// encoding/json decodes them into a map (escapes decoded, invalid UTF-8 as
+// U+FFFD, exact case), and of two equal keys the last wins, as in the map.
+func member(obj []byte, key string) (json.RawMessage, bool) {
+	var found json.RawMessage
+	ok := false
+	i := 1
+	for {
+		i = skipSpace(obj, i)
+		if obj[i] == '}' {
+			return found, ok
+		}
+		end := skipString(obj, i)
+		k := obj[i:end]
+		i = skipSpace(obj, end) + 1 // the ':'
+		i = skipSpace(obj, i)
+		vend := skipValue(obj, i)
+		if keyIs(k, key) {
+			found, ok = obj[i:vend], true
+		}
+		i = skipSpace(obj, vend)
+		if obj[i] == ',' {
+			i++
+		}
+	}
+}
+
+// keyIs reports whether the key k, a JSON string as written (quotes
+// included), decodes to key.
+func keyIs(k []byte, key string) bool {
+	if inner := k[1 : len(k)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner) == key // compared without a copy
+	}
+	s, err := unquote(k)
+	return err == nil && s == key
+}
+
+// unquote decodes the JSON string raw (quotes included) as encoding/json
+// does. One without escapes, in valid UTF-8, is its bytes: the common
+// case, which allocates nothing beyond the string.
+func unquote(raw []byte) (string, error) {
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), nil
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just past the string starting at b[i] ('"').
+func skipString(b []byte, i int) int {
+	for i++; b[i] != '"'; i++ {
+		if b[i] == '\\' {
+			i++
+		}
+	}
+	return i + 1
+}
+
+// skipValue returns the index just past the value starting at b[i], in a
+// valid JSON text.
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; ; i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+	default: // a number, true, false or null
+		for i < len(b) && !strings.ContainsRune(" \t\n\r,]}", rune(b[i])) {
+			i++
+		}
+		return i
+	}
 }
 
 func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
