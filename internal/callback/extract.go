@@ -234,7 +234,7 @@ func ParseObject(body []byte) (Object, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var top map[string]any
-	if err := dec.Decode(&top); err != nil || dec.More() {
+	if err := dec.Decode(&top); err != nil || trailing(body, dec) {
 		return nil, ErrInvalidJSON
 	}
 	return top, nil

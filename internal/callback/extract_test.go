@@ -150,3 +150,18 @@ func TestTruncate(t *testing.T) {
 		require.LessOrEqual(t, len(got), max(tc.n, len("…")))
 	}
 }
+
+// TestParseObjectRefusesAClosingBracketAfterTheObject: a '}' or ']' after
+// the object is trailing data, as anything else is.
+func TestParseObjectRefusesAClosingBracketAfterTheObject(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{`{"id":"evt_1"}}`, `{"id":"evt_1"}]`, "{\"id\":\"evt_1\"} ]\n", `{"id":"evt_1"} {}`} {
+		_, err := callback.ParseObject([]byte(body))
+		require.ErrorIs(t, err, callback.ErrInvalidJSON, "%q", body)
+	}
+	obj, err := callback.ParseObject([]byte("{\"id\":\"evt_1\"} \n"))
+	require.NoError(t, err)
+	id, err := obj.Scalar("id")
+	require.NoError(t, err)
+	require.Equal(t, "evt_1", id)
+}

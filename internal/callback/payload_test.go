@@ -52,3 +52,21 @@ func TestDecodePayloadNamesTheWrongField(t *testing.T) {
 	err = callback.DecodePayload([]byte(`{"orderCode":"O"} {}`), &p)
 	require.EqualError(t, err, "invalid payload: trailing data after the JSON object")
 }
+
+// TestDecodePayloadRefusesAClosingBracketAfterTheObject: a stored payload
+// followed by a stray '}' or ']' is trailing data like any other, and
+// fails permanently (the stream decode's More() stops at a closing
+// bracket, and let such a payload through as the object before it).
+func TestDecodePayloadRefusesAClosingBracketAfterTheObject(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{`{"orderCode":"O"}}`, `{"orderCode":"O"}]`, `{"orderCode":"O"} ] `, "{\"orderCode\":\"O\"}\n}\n"} {
+		var p callback.PaymentEvent
+		err := callback.DecodePayload([]byte(body), &p)
+		require.EqualError(t, err, "invalid payload: trailing data after the JSON object", "%q", body)
+		require.True(t, callback.IsPermanent(err), body)
+	}
+	// Whitespace after the object is not data.
+	var p callback.PaymentEvent
+	require.NoError(t, callback.DecodePayload([]byte("{\"orderCode\":\"O\"} \t\r\n"), &p))
+	require.Equal(t, "O", p.OrderCode)
+}
