@@ -60,7 +60,14 @@ func (e Extractor) Extract(body []byte, schemeEventID string) (eventID, business
 	if len(body) == 0 || body[0] != '{' || !json.Valid(body) {
 		return "", "", ErrInvalidJSON
 	}
-	businessKey, err = scalarAt(body, e.keyPath, e.keyName)
+	return e.ids(schemeEventID, func(path []string, name string) (string, error) { return scalarAt(body, path, name) })
+}
+
+// ids makes the event id and the business key of a callback from the
+// values at the configured paths, which scalar reads: the scheme's event
+// id or the event fields joined, each within its length.
+func (e Extractor) ids(schemeEventID string, scalar func(path []string, name string) (string, error)) (eventID, businessKey string, err error) {
+	businessKey, err = scalar(e.keyPath, e.keyName)
 	if err != nil {
 		return "", "", err
 	}
@@ -72,7 +79,7 @@ func (e Extractor) Extract(body []byte, schemeEventID string) (eventID, business
 	} else {
 		parts := make([]string, len(e.eventFields))
 		for i, path := range e.eventFields {
-			if parts[i], err = scalarAt(body, path, e.eventNames[i]); err != nil {
+			if parts[i], err = scalar(path, e.eventNames[i]); err != nil {
 				return "", "", err
 			}
 		}

@@ -11,7 +11,9 @@ import (
 
 // extractByMap is Extract as it was written before it read values in
 // place: the whole body decoded into a map[string]json.RawMessage, each
-// path looked up in maps. It is the reference of the differential below.
+// path looked up in maps, each string decoded by json.Unmarshal. It is the
+// reference of the differential below; how the values found make the ids
+// (Extractor.ids) is shared.
 func extractByMap(e Extractor, body []byte, schemeEventID string) (eventID, businessKey string, err error) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
@@ -21,28 +23,7 @@ func extractByMap(e Extractor, body []byte, schemeEventID string) (eventID, busi
 	if err := json.Unmarshal(body, &top); err != nil {
 		return "", "", ErrInvalidJSON
 	}
-	businessKey, err = mapScalarAt(top, e.keyPath, e.keyName)
-	if err != nil {
-		return "", "", err
-	}
-	if len(businessKey) > MaxBusinessKeyLen {
-		return "", "", &FieldError{Field: e.keyName, Reason: fmt.Sprintf("is longer than %d characters", MaxBusinessKeyLen)}
-	}
-	if schemeEventID != "" && !e.ignoreScheme {
-		eventID = schemeEventID
-	} else {
-		parts := make([]string, len(e.eventFields))
-		for i, path := range e.eventFields {
-			if parts[i], err = mapScalarAt(top, path, e.eventNames[i]); err != nil {
-				return "", "", err
-			}
-		}
-		eventID = strings.Join(parts, e.separator)
-	}
-	if len(eventID) > MaxEventIDLen {
-		return "", "", &FieldError{Field: "event id", Reason: fmt.Sprintf("is longer than %d characters", MaxEventIDLen)}
-	}
-	return eventID, businessKey, nil
+	return e.ids(schemeEventID, func(path []string, name string) (string, error) { return mapScalarAt(top, path, name) })
 }
 
 func mapScalarAt(top map[string]json.RawMessage, path []string, name string) (string, error) {
