@@ -55,7 +55,9 @@ func decodeStream(payload []byte, v any) error {
 
 // trailing reports whether anything but JSON whitespace follows the value
 // dec has just decoded from payload: also a '}' or ']', which dec.More()
-// stops at, and so would let through.
+// stops at, and so would let through. dec reads payload from its first
+// byte and has decoded that one value (its InputOffset is then the
+// value's end).
 func trailing(payload []byte, dec *json.Decoder) bool {
 	return len(bytes.TrimLeft(payload[dec.InputOffset():], " \t\r\n")) > 0
 }
